@@ -1,0 +1,39 @@
+# Everything a fresh machine needs: `make demo` runs the main job, `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PROTO := proto/distributed_strategy.proto
+PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
+	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTO)
+
+.PHONY: install proto proto-check test demo clean
+
+install: $(STAMP)
+
+# torch goes in first, pinned, so nothing pulls a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+proto: $(STAMP)
+	$(call PROTOC,generated)
+
+proto-check: $(STAMP)
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(call PROTOC,$$tmp) && \
+	for f in $$tmp/*; do cmp -s "$$f" "generated/$$(basename $$f)" || { \
+		echo "generated/$$(basename $$f) is stale: run 'make proto' and commit it"; exit 1; }; done && \
+	echo "generated/ is up to date"
+
+test: $(STAMP) proto-check
+	$(PY) -m pytest -q
+
+demo: $(STAMP)
+	$(VENV)/bin/strategy validate examples/strategies/*.prototxt
+	$(VENV)/bin/strategy resolve examples/strategies/mp2_all_flags.prototxt --world-size 2
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -1,0 +1,29 @@
+"""Typed, checked distributed-training strategies: load, validate, convert and resolve strategy files.
+
+Never imports torch; `parallel` builds on the names exported here.
+"""
+
+from ._generated.distributed_strategy_pb2 import DistributedStrategy, HybridConfig, MpConfig
+from .errors import StrategyError, StrategyWarning
+from .formats import EXTENSIONS, FORMATS
+from .io import dump, dumps, from_dict, load, loads, to_dict
+from .resolve import MpSettings, Resolved, resolve
+
+__all__ = [
+    "EXTENSIONS",
+    "FORMATS",
+    "DistributedStrategy",
+    "HybridConfig",
+    "MpConfig",
+    "MpSettings",
+    "Resolved",
+    "StrategyError",
+    "StrategyWarning",
+    "dump",
+    "dumps",
+    "from_dict",
+    "load",
+    "loads",
+    "resolve",
+    "to_dict",
+]

@@ -1,0 +1,45 @@
+"""Binary (wire format) reading: protobuf parses, this rejects garbage and unknown field numbers."""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError, Message
+from google.protobuf.unknown_fields import UnknownFieldSet
+
+from . import schema
+from .errors import Location, StrategyError, warn
+
+__all__ = ["parse"]
+
+_WIRE_TYPES = {0: "varint", 1: "64-bit", 2: "length-delimited", 3: "group", 4: "group end", 5: "32-bit"}
+
+
+def parse(msg: Message, data: bytes, *, source: str, policy: str) -> None:
+    """Merge wire bytes into `msg`; unknown fields are an error (strict) or dropped with a warning (warn)."""
+    try:
+        msg.MergeFromString(data)
+    except (DecodeError, RecursionError) as e:
+        raise StrategyError(
+            f"not a binary DistributedStrategy ({e or 'truncated or corrupt'}); "
+            "pass format= if the file is in another format",
+            source=source,
+        ) from None
+    unknown = _unknown(msg, "")
+    for path, number, wire_type in unknown:
+        where = f"in {path}" if path else "at the top level"
+        text = (
+            f"unknown field number {number} ({_WIRE_TYPES.get(wire_type, wire_type)}) {where}: "
+            "written by another schema, or a field with the wrong type"
+        )
+        if policy == "strict":
+            raise StrategyError.at(Location(source), text + "; policy 'warn' drops it", field=path or None)
+        warn(Location(source), text + "; dropped (policy 'warn')", stacklevel=5)
+    if unknown:
+        msg.DiscardUnknownFields()
+
+
+def _unknown(msg: Message, path: str) -> list[tuple[str, int, int]]:
+    found = [(path, f.field_number, f.wire_type) for f in UnknownFieldSet(msg)]
+    for field in msg.DESCRIPTOR.fields:
+        if schema.is_message(field) and not schema.is_repeated(field) and msg.HasField(field.name):
+            found += _unknown(getattr(msg, field.name), f"{path}.{field.name}" if path else field.name)
+    return found

@@ -1,0 +1,165 @@
+"""Fill a message from a located tree, strictly: unknown keys, duplicates and wrong types are StrategyErrors.
+
+Every field it sets is recorded with its location, so later rules can point at the line that set it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Any
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from . import schema
+from .errors import Location, StrategyError, warn
+from .tree import Ident, Mapping, Node, Scalar, Sequence
+
+__all__ = ["Positions", "build"]
+
+Positions = dict[str, Location]
+
+_INT_RANGES = {
+    FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.CPPTYPE_UINT32: (0, 2**32 - 1),
+    FieldDescriptor.CPPTYPE_UINT64: (0, 2**64 - 1),
+}
+
+
+@dataclass(slots=True)
+class _Ctx:
+    policy: str
+    json_names: bool  # JSON, YAML and dicts may also use lowerCamelCase names, as protobuf's JSON mapping does
+    text: bool  # text format repeats a repeated field's name once per element
+    positions: Positions = dc_field(default_factory=dict)
+
+
+def build(msg: Message, node: Node, *, policy: str, text: bool = False) -> Positions:
+    """Merge `node` into `msg`; returns the location of every field it set, by dotted path."""
+    ctx = _Ctx(policy, json_names=not text, text=text)
+    if isinstance(node, Scalar) and node.value is None:
+        return ctx.positions  # an empty YAML document or JSON null: nothing set
+    if not isinstance(node, Mapping):
+        raise StrategyError.at(node.where, f"the top level must be a mapping of fields, got {_kind(node)}")
+    _fill(msg, node, "", ctx)
+    return ctx.positions
+
+
+def _fill(msg: Message, node: Mapping, prefix: str, ctx: _Ctx) -> None:
+    desc = msg.DESCRIPTOR
+    seen: dict[str, Location] = {}
+    for key, where, value in node.items:
+        field = desc.fields_by_name.get(key)
+        if field is None and ctx.json_names:
+            field = next((f for f in desc.fields if f.json_name == key), None)
+        path = prefix + (field.name if field else key)
+        if field is None:
+            names = [f.name for f in desc.fields]
+            text = f"unknown field {prefix}{key}" + schema.did_you_mean(key, names)
+            if ctx.policy == "strict":
+                raise StrategyError.at(where, text, field=path)
+            warn(where, text + " (ignored under policy 'warn')", stacklevel=6)
+            continue
+        if field.name in seen and not (ctx.text and schema.is_repeated(field)):
+            first = seen[field.name]
+            at = f" (first set at line {first.line})" if first.line else ""
+            raise StrategyError.at(where, f"{path} is set twice{at}; keep one", field=path)
+        seen[field.name] = where
+        ctx.positions[path] = where
+        _set(msg, field, value, path, ctx)
+
+
+def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx) -> None:
+    if isinstance(node, Scalar) and node.value is None:
+        return  # null means "not set", as in protobuf's JSON mapping
+    if schema.is_repeated(field):
+        items = node.items if isinstance(node, Sequence) else (node,)
+        target = getattr(msg, field.name)
+        for item in items:
+            if schema.is_message(field):
+                _fill(target.add(), _expect_mapping(item, path), path + ".", ctx)
+            else:
+                target.append(_scalar(field, item, path))
+        return
+    if isinstance(node, Sequence):
+        raise StrategyError.at(node.where, f"{path} takes a single value, got a list", field=path)
+    if schema.is_message(field):
+        _fill(getattr(msg, field.name), _expect_mapping(node, path), path + ".", ctx)
+        getattr(msg, field.name).SetInParent()
+    else:
+        setattr(msg, field.name, _scalar(field, node, path))
+
+
+def _expect_mapping(node: Node, path: str) -> Mapping:
+    if not isinstance(node, Mapping):
+        raise StrategyError.at(node.where, f"{path} is a message: expected a mapping of its fields, got {_kind(node)}", field=path)
+    return node
+
+
+def _kind(node: Node) -> str:
+    if isinstance(node, Mapping):
+        return "a mapping"
+    if isinstance(node, Sequence):
+        return "a list"
+    return _describe(node.value)
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, Ident):
+        return f"the bare word {value.name} (quote strings)"
+    if isinstance(value, bool):
+        return f"the bool {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return type(value).__name__
+
+
+def _scalar(field: FieldDescriptor, node: Node, path: str) -> Any:
+    if not isinstance(node, Scalar):
+        raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_kind(node)}", field=path)
+    value = node.value
+    cpp = field.cpp_type
+    ok: Any = _MISSING
+    if cpp == FieldDescriptor.CPPTYPE_BOOL and isinstance(value, bool):
+        ok = value
+    elif cpp in _INT_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, int):
+            low, high = _INT_RANGES[cpp]
+            if not low <= value <= high:
+                raise StrategyError.at(node.where, f"{path} = {value} is out of range [{low}, {high}]", field=path)
+            ok = value
+    elif cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE) and isinstance(value, (int, float)):
+        ok = float(value) if not isinstance(value, bool) else _MISSING
+    elif cpp == FieldDescriptor.CPPTYPE_STRING and isinstance(value, str):
+        ok = value
+    elif cpp == FieldDescriptor.CPPTYPE_ENUM:
+        name = value.name if isinstance(value, Ident) else value
+        enum = field.enum_type
+        if isinstance(name, str) and name in enum.values_by_name:
+            ok = enum.values_by_name[name].number
+    if ok is _MISSING:
+        raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_describe(value)}", field=path)
+    return ok
+
+
+_MISSING = object()
+
+
+def _expected(field: FieldDescriptor) -> str:
+    cpp = field.cpp_type
+    if cpp == FieldDescriptor.CPPTYPE_BOOL:
+        return "true or false"
+    if cpp in _INT_RANGES:
+        return "an integer"
+    if cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
+        return "a number"
+    if cpp == FieldDescriptor.CPPTYPE_ENUM:
+        return "one of " + ", ".join(v.name for v in field.enum_type.values)
+    if cpp == FieldDescriptor.CPPTYPE_MESSAGE:
+        return "a mapping of fields"
+    return "a quoted string"

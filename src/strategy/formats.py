@@ -1,0 +1,86 @@
+"""The four file formats: names, extensions, and turning text or bytes into a checked message and back."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+from google.protobuf import json_format, text_format
+
+from . import binary, jsonread, textproto, yamlread
+from ._generated.distributed_strategy_pb2 import DistributedStrategy
+from .builder import Positions, build
+from .errors import Location, StrategyError
+
+__all__ = ["EXTENSIONS", "FORMATS", "decode", "format_for", "parse", "serialize"]
+
+FORMATS = ("prototxt", "json", "yaml", "binary")
+EXTENSIONS = {
+    ".prototxt": "prototxt",
+    ".pbtxt": "prototxt",
+    ".txtpb": "prototxt",
+    ".textproto": "prototxt",
+    ".json": "json",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".pb": "binary",
+    ".binpb": "binary",
+    ".bin": "binary",
+}
+
+
+def check_format(format: str, source: str | None = None) -> str:
+    if format not in FORMATS:
+        raise StrategyError(f"unknown format {format!r}; known formats: {', '.join(FORMATS)}", source=source)
+    return format
+
+
+def format_for(path: str | os.PathLike[str], format: str | None = None) -> str:
+    """The explicit format, else the one the file's extension names."""
+    if format is not None:
+        return check_format(format, os.fspath(path))
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext not in EXTENSIONS:
+        known = " ".join(EXTENSIONS)
+        what = f"unknown extension {ext!r}" if ext else "no file extension"
+        raise StrategyError(f"{what}: cannot tell the format; use one of {known}, or pass format=", source=os.fspath(path))
+    return EXTENSIONS[ext]
+
+
+def decode(data: bytes, source: str) -> str:
+    """UTF-8 text (a BOM is allowed); a bad byte is an error at its line and column."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        before = data[: e.start]
+        line = before.count(b"\n") + 1
+        column = e.start - (before.rfind(b"\n") + 1) + 1
+        raise StrategyError(f"not UTF-8 text (byte 0x{data[e.start]:02x}); is this a binary file?", source=source, line=line, column=column) from None
+
+
+def parse(data: str | bytes, format: str, *, source: str, policy: str) -> tuple[DistributedStrategy, Positions]:
+    """Parse one document into a message, with the location of every field it sets."""
+    msg = DistributedStrategy()
+    if format == "binary":
+        if isinstance(data, str):
+            raise StrategyError("binary input must be bytes, got str", source=source)
+        binary.parse(msg, data, source=source, policy=policy)
+        return msg, {}
+    text = decode(data, source) if isinstance(data, bytes) else data
+    if format == "prototxt":
+        return msg, build(msg, textproto.parse(text, source), policy=policy, text=True)
+    reader = jsonread if format == "json" else yamlread
+    return msg, build(msg, reader.parse(text, source), policy=policy)
+
+
+def serialize(msg: DistributedStrategy, format: str) -> str | bytes:
+    """The message in `format`, set fields only; binary is bytes, the rest text."""
+    check_format(format)
+    if format == "binary":
+        return msg.SerializeToString()
+    if format == "prototxt":
+        return text_format.MessageToString(msg)
+    as_dict = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    if format == "json":
+        return json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=2) + "\n"
+    return yaml.safe_dump(as_dict, sort_keys=False, default_flow_style=False) if as_dict else "{}\n"

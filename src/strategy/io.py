@@ -1,0 +1,97 @@
+"""The public load/dump entry points: files, strings, dicts, with overrides and strict checks."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from google.protobuf import json_format
+
+from . import overrides as _overrides
+from . import rules
+from ._generated.distributed_strategy_pb2 import DistributedStrategy
+from .atomic import write_atomic
+from .builder import build
+from .errors import StrategyError
+from .formats import check_format, format_for, parse, serialize
+from .limits import MAX_BYTES
+from .tree import from_python
+
+__all__ = ["dump", "dumps", "from_dict", "load", "loads", "to_dict"]
+
+
+def load(
+    path: str | os.PathLike[str],
+    *,
+    format: str | None = None,
+    overrides: Iterable[str] = (),
+    policy: str = "strict",
+) -> DistributedStrategy:
+    """Read a strategy file; the format comes from `format` or the extension.
+
+    Args:
+        overrides: `a.b.c=value` strings applied after the file, typed by the schema.
+        policy: "strict" raises on unknown fields and broken `requires` rules; "warn" warns and goes on.
+
+    Raises:
+        StrategyError: the file is missing, unreadable or invalid, located at `file:line:col`.
+
+    Example::
+
+        s = strategy.load("tp.prototxt", overrides=["hybrid_configs.mp_degree=4"])
+    """
+    source = os.fspath(path)
+    fmt = format_for(source, format)
+    try:
+        with open(source, "rb") as f:
+            data = f.read(MAX_BYTES + 1)
+    except OSError as e:
+        raise StrategyError(f"cannot read the file: {e.strerror or e}", source=source) from None
+    return _load(data, fmt, source, overrides, policy)
+
+
+def loads(
+    data: str | bytes,
+    *,
+    format: str = "prototxt",
+    overrides: Iterable[str] = (),
+    policy: str = "strict",
+) -> DistributedStrategy:
+    """Parse a strategy from a string (bytes for binary); errors name the source `<string>`."""
+    return _load(data, check_format(format, "<string>"), "<string>", overrides, policy)
+
+
+def _load(data: str | bytes, fmt: str, source: str, overrides: Iterable[str], policy: str) -> DistributedStrategy:
+    rules.check_policy(policy)
+    if len(data) > MAX_BYTES:
+        raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
+    msg, positions = parse(data, fmt, source=source, policy=policy)
+    positions.update(_overrides.apply(msg, overrides, policy=policy))
+    rules.check(msg, positions, policy=policy, source=source)
+    return msg
+
+
+def from_dict(d: Mapping[str, Any], *, policy: str = "strict") -> DistributedStrategy:
+    """Build a strategy from nested dicts with proto field names; `d` is never modified."""
+    rules.check_policy(policy)
+    msg = DistributedStrategy()
+    positions = build(msg, from_python(d), policy=policy)
+    rules.check(msg, positions, policy=policy, source="<dict>")
+    return msg
+
+
+def to_dict(s: DistributedStrategy) -> dict[str, Any]:
+    """The fields that are set, as nested dicts with proto field names."""
+    return json_format.MessageToDict(s, preserving_proto_field_name=True)
+
+
+def dumps(s: DistributedStrategy, *, format: str = "prototxt") -> str | bytes:
+    """The strategy as text (bytes for "binary"); only fields that are set are written."""
+    return serialize(s, format)
+
+
+def dump(s: DistributedStrategy, path: str | os.PathLike[str], *, format: str | None = None) -> None:
+    """Write atomically (temp file + rename): an existing file is replaced whole or left untouched."""
+    data = serialize(s, format_for(path, format))
+    write_atomic(path, data if isinstance(data, bytes) else data.encode("utf-8"))

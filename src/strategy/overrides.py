@@ -1,0 +1,64 @@
+"""`a.b.c=value` overrides (the `--set` flag), typed by the schema and merged after the file."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from . import schema
+from .builder import Positions, build
+from .errors import Location, StrategyError
+from .tree import Ident, Mapping, Node, Scalar
+
+__all__ = ["apply"]
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def apply(msg: Message, overrides: Iterable[str], *, policy: str) -> Positions:
+    """Apply each override in order; returns the location (the override text) of each field set."""
+    positions: Positions = {}
+    if isinstance(overrides, str):
+        overrides = (overrides,)
+    for text in overrides:
+        where = Location(f"--set {text}")
+        path, sep, raw = text.partition("=")
+        path = path.strip()
+        if not sep or not path:
+            raise StrategyError.at(where, "an override reads path.to.field=value, e.g. hybrid_configs.mp_degree=2")
+        try:
+            chain = schema.field_by_path(path)
+        except KeyError as e:
+            raise StrategyError.at(where, f"unknown field: {e.args[0]}", field=path) from None
+        node: Node = Scalar(_typed(chain[-1], raw.strip()), where)
+        for field in reversed(chain):
+            node = Mapping(((field.name, where, node),), where)
+        positions.update(build(msg, node, policy=policy))
+    return positions
+
+
+def _typed(field: FieldDescriptor, raw: str) -> object:
+    """The override's text as the field's type; left as text when it does not parse, so the builder explains."""
+    cpp = field.cpp_type
+    if cpp == FieldDescriptor.CPPTYPE_BOOL:
+        lowered = raw.lower()
+        return True if lowered in _TRUE else False if lowered in _FALSE else raw
+    if cpp == FieldDescriptor.CPPTYPE_ENUM:
+        return Ident(raw)
+    if cpp == FieldDescriptor.CPPTYPE_STRING:
+        quoted = len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "\"'"
+        return raw[1:-1] if quoted else raw
+    if cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
+        try:
+            return float(raw)
+        except ValueError:
+            return raw
+    if cpp != FieldDescriptor.CPPTYPE_MESSAGE:
+        try:
+            return int(raw, 0)
+        except ValueError:
+            return raw
+    return raw

@@ -1,0 +1,111 @@
+"""Generic access to the schema: messages, fields, custom options and field docs, read from descriptors.
+
+Nothing here names a strategy field; every rule comes from `proto/distributed_strategy.proto`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+from collections.abc import Iterator
+from importlib import resources
+from typing import Any
+
+from google.protobuf import descriptor_pb2
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from ._generated import distributed_strategy_pb2 as pb2
+
+__all__ = [
+    "ROOT",
+    "default_value",
+    "did_you_mean",
+    "doc",
+    "field_by_path",
+    "is_message",
+    "is_repeated",
+    "option",
+    "walk",
+]
+
+ROOT: Descriptor = pb2.DistributedStrategy.DESCRIPTOR
+
+_OPTIONS = {name: ext for name, ext in pb2.DESCRIPTOR.extensions_by_name.items()}
+
+
+def option(field: FieldDescriptor, name: str) -> Any:
+    """The custom option `name` declared on `field`; None (or [] for repeated options) when absent."""
+    ext = _OPTIONS[name]
+    opts = field.GetOptions()
+    if ext.is_repeated:
+        return list(opts.Extensions[ext])
+    return opts.Extensions[ext] if opts.HasExtension(ext) else None
+
+
+def is_message(field: FieldDescriptor) -> bool:
+    return field.type == FieldDescriptor.TYPE_MESSAGE
+
+
+def is_repeated(field: FieldDescriptor) -> bool:
+    return bool(field.is_repeated)
+
+
+def default_value(field: FieldDescriptor) -> Any:
+    return field.default_value
+
+
+def walk(desc: Descriptor = ROOT, prefix: str = "") -> Iterator[tuple[str, FieldDescriptor]]:
+    """Every field of the schema, depth first, with its dotted path."""
+    for field in desc.fields:
+        path = f"{prefix}{field.name}"
+        yield path, field
+        if is_message(field):
+            yield from walk(field.message_type, path + ".")
+
+
+def did_you_mean(name: str, candidates: list[str]) -> str:
+    """` (did you mean 'x'?)`, or the list of valid names when nothing is close."""
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return "; valid names: " + ", ".join(candidates)
+
+
+def field_by_path(path: str, root: Descriptor = ROOT) -> list[FieldDescriptor]:
+    """The chain of fields named by a dotted path; KeyError(message) naming the bad segment."""
+    chain: list[FieldDescriptor] = []
+    desc: Descriptor | None = root
+    done: list[str] = []
+    for name in path.split("."):
+        if desc is None:
+            raise KeyError(f"{'.'.join(done)} is not a message and has no field '{name}'")
+        field = desc.fields_by_name.get(name)
+        if field is None:
+            where = ".".join(done) or desc.name
+            raise KeyError(f"{where} has no field '{name}'" + did_you_mean(name, [f.name for f in desc.fields]))
+        chain.append(field)
+        done.append(name)
+        desc = field.message_type if is_message(field) else None
+    return chain
+
+
+@functools.cache
+def _docs() -> dict[tuple[str, str], str]:
+    """Leading comments of every field, from the descriptor set built with --include_source_info."""
+    data = resources.files("strategy._generated").joinpath("distributed_strategy.desc").read_bytes()
+    files = descriptor_pb2.FileDescriptorSet.FromString(data)
+    out: dict[tuple[str, str], str] = {}
+    for file in files.file:
+        comments = {tuple(loc.path): loc.leading_comments for loc in file.source_code_info.location}
+        # Path [4, i, 2, j] is message_type[i].field[j] (see descriptor.proto).
+        for i, message in enumerate(file.message_type):
+            full = f"{file.package}.{message.name}" if file.package else message.name
+            for j, field in enumerate(message.field):
+                text = comments.get((4, i, 2, j), "")
+                out[(full, field.name)] = " ".join(line.strip() for line in text.strip().splitlines())
+    return out
+
+
+def doc(field: FieldDescriptor) -> str:
+    """The field's documentation: the comment above it in the .proto, on one line."""
+    return _docs().get((field.containing_type.full_name, field.name), "")

@@ -1,0 +1,59 @@
+"""A parsed document before it meets the schema: values with the place each came from.
+
+The JSON, YAML and text-format readers and `from_dict` all produce this, so one builder checks them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping as AbcMapping
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .errors import Location, StrategyError
+
+__all__ = ["Ident", "Mapping", "Node", "Scalar", "Sequence", "from_python"]
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    """A bare identifier in text format that is not a bool (an enum name, or a typo for a quoted string)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    value: Any  # None, bool, int, float, str or Ident
+    where: Location
+
+
+@dataclass(frozen=True, slots=True)
+class Sequence:
+    items: tuple[Node, ...]
+    where: Location
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """Keys in file order, duplicates kept so the builder can report them."""
+
+    items: tuple[tuple[str, Location, Node], ...]
+    where: Location
+
+
+Node = Union[Scalar, Sequence, Mapping]
+
+
+def from_python(value: Any, source: str = "<dict>", _path: str = "") -> Node:
+    """Wrap plain Python data (from_dict's input) without copying or touching it."""
+    here = Location(source)
+    if isinstance(value, AbcMapping):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise StrategyError.at(here, f"{_path or 'top level'}: keys must be strings, got {key!r}", field=_path or None)
+            items.append((key, here, from_python(item, source, f"{_path}.{key}" if _path else key)))
+        return Mapping(tuple(items), here)
+    if isinstance(value, (list, tuple)):
+        return Sequence(tuple(from_python(v, source, _path) for v in value), here)
+    return Scalar(value, here)

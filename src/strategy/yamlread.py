@@ -1,0 +1,79 @@
+"""YAML reader (safe loader only) that keeps the line and column of every key and rejects duplicates.
+
+Works on PyYAML's node graph, so no tag ever constructs an object, and aliases are counted as they
+expand so an alias bomb stops early.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from .errors import Location, StrategyError
+from .limits import MAX_DEPTH, MAX_NODES
+from .tree import Mapping, Node, Scalar, Sequence
+
+__all__ = ["parse"]
+
+_PLAIN_TAGS = {
+    "tag:yaml.org,2002:null",
+    "tag:yaml.org,2002:bool",
+    "tag:yaml.org,2002:int",
+    "tag:yaml.org,2002:float",
+    "tag:yaml.org,2002:str",
+}
+
+
+def _where(node: yaml.Node, source: str) -> Location:
+    mark = node.start_mark
+    return Location(source, mark.line + 1, mark.column + 1)
+
+
+class _Converter:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.loader = yaml.SafeLoader("")
+        self.count = 0
+
+    def convert(self, node: yaml.Node, depth: int, path: str = "") -> Node:
+        where = _where(node, self.source)
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise StrategyError.at(where, f"more than {MAX_NODES} values (after expanding aliases)")
+        if depth > MAX_DEPTH:
+            raise StrategyError.at(where, f"nesting deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            items = []
+            seen: dict[str, Location] = {}
+            for key_node, value_node in node.value:
+                key_at = _where(key_node, self.source)
+                key = self.convert(key_node, depth + 1)
+                if not isinstance(key, Scalar) or not isinstance(key.value, str):
+                    raise StrategyError.at(key_at, "keys must be field names (plain strings)")
+                if key.value in seen:
+                    dotted = f"{path}.{key.value}" if path else key.value
+                    raise StrategyError.at(key_at, f"duplicate key {dotted} (first at line {seen[key.value].line}); keep one", field=dotted)
+                seen[key.value] = key_at
+                items.append((key.value, key_at, self.convert(value_node, depth + 1, f"{path}.{key.value}" if path else key.value)))
+            return Mapping(tuple(items), where)
+        if isinstance(node, yaml.SequenceNode):
+            return Sequence(tuple(self.convert(n, depth + 1, path) for n in node.value), where)
+        if node.tag not in _PLAIN_TAGS:
+            raise StrategyError.at(where, f"unsupported YAML tag {node.tag}; strategy files hold plain values only")
+        return Scalar(self.loader.construct_object(node), where)
+
+
+def parse(text: str, source: str = "<string>") -> Node:
+    """Parse one YAML document into a located tree (no schema checks yet)."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        message = " ".join(p for p in (e.context, e.problem) if p) or "invalid YAML"
+        line = mark.line + 1 if mark else None
+        column = mark.column + 1 if mark else None
+        raise StrategyError(message, source=source, line=line, column=column) from None
+    except yaml.YAMLError as e:
+        raise StrategyError(f"invalid YAML: {e}", source=source) from None
+    if root is None:
+        return Scalar(None, Location(source, 1, 1))
+    return _Converter(source).convert(root, 0)
