@@ -7,7 +7,7 @@ from ._generated.distributed_strategy_pb2 import DistributedStrategy, HybridConf
 from .errors import StrategyError, StrategyWarning
 from .formats import EXTENSIONS, FORMATS
 from .io import dump, dumps, from_dict, load, loads, to_dict
-from .resolve import MpSettings, Resolved, resolve
+from .resolution import MpSettings, Resolved, resolve
 
 __all__ = [
     "EXTENSIONS",

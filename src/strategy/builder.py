@@ -5,10 +5,11 @@ Every field it sets is recorded with its location, so later rules can point at t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from . import schema
@@ -46,11 +47,17 @@ def build(msg: Message, node: Node, *, policy: str, text: bool = False) -> Posit
     return ctx.positions
 
 
+@functools.cache
+def _fields_by_name(desc: Descriptor) -> dict[str, FieldDescriptor]:
+    return dict(desc.fields_by_name)
+
+
 def _fill(msg: Message, node: Mapping, prefix: str, ctx: _Ctx) -> None:
     desc = msg.DESCRIPTOR
+    fields = _fields_by_name(desc)
     seen: dict[str, Location] = {}
     for key, where, value in node.items:
-        field = desc.fields_by_name.get(key)
+        field = fields.get(key)
         if field is None and ctx.json_names:
             field = next((f for f in desc.fields if f.json_name == key), None)
         path = prefix + (field.name if field else key)
@@ -61,7 +68,7 @@ def _fill(msg: Message, node: Mapping, prefix: str, ctx: _Ctx) -> None:
                 raise StrategyError.at(where, text, field=path)
             warn(where, text + " (ignored under policy 'warn')", stacklevel=6)
             continue
-        if field.name in seen and not (ctx.text and schema.is_repeated(field)):
+        if field.name in seen and not (ctx.text and field.is_repeated):
             first = seen[field.name]
             at = f" (first set at line {first.line})" if first.line else ""
             raise StrategyError.at(where, f"{path} is set twice{at}; keep one", field=path)
@@ -73,7 +80,7 @@ def _fill(msg: Message, node: Mapping, prefix: str, ctx: _Ctx) -> None:
 def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx) -> None:
     if isinstance(node, Scalar) and node.value is None:
         return  # null means "not set", as in protobuf's JSON mapping
-    if schema.is_repeated(field):
+    if field.is_repeated:
         items = node.items if isinstance(node, Sequence) else (node,)
         target = getattr(msg, field.name)
         for item in items:
@@ -84,7 +91,7 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx)
         return
     if isinstance(node, Sequence):
         raise StrategyError.at(node.where, f"{path} takes a single value, got a list", field=path)
-    if schema.is_message(field):
+    if field.message_type is not None:
         _fill(getattr(msg, field.name), _expect_mapping(node, path), path + ".", ctx)
         getattr(msg, field.name).SetInParent()
     else:
@@ -122,6 +129,14 @@ def _scalar(field: FieldDescriptor, node: Node, path: str) -> Any:
         raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_kind(node)}", field=path)
     value = node.value
     cpp = field.cpp_type
+    kind = type(value)
+    if (kind is bool and cpp == _BOOL) or (kind is str and cpp == _STRING):
+        return value  # the common cases first
+    if kind is int and cpp in _INT_RANGES:
+        low, high = _INT_RANGES[cpp]
+        if not low <= value <= high:
+            raise StrategyError.at(node.where, f"{path} = {value} is out of range [{low}, {high}]", field=path)
+        return value
     ok: Any = _MISSING
     if cpp == FieldDescriptor.CPPTYPE_BOOL and isinstance(value, bool):
         ok = value
@@ -148,6 +163,8 @@ def _scalar(field: FieldDescriptor, node: Node, path: str) -> Any:
 
 
 _MISSING = object()
+_BOOL = FieldDescriptor.CPPTYPE_BOOL
+_STRING = FieldDescriptor.CPPTYPE_STRING
 
 
 def _expected(field: FieldDescriptor) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from .errors import StrategyError
 from .io import load
-from .resolve import Resolved, resolve
+from .resolution import Resolved, resolve
 from .rules import POLICIES
 
 __all__ = ["main"]

@@ -6,14 +6,16 @@ Both point at the place (`source:line:col`) and the dotted field path, so a user
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = ["Location", "StrategyError", "StrategyWarning", "warn"]
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
-    """Where a value came from: a file (or `<string>`, `--set ...`) and a 1-based line and column."""
+class Location(NamedTuple):
+    """Where a value came from: a file (or `<string>`, `--set ...`) and a 1-based line and column.
+
+    A NamedTuple, not a dataclass: one is made per field parsed, and tuples are cheap to build.
+    """
 
     source: str | None = None
     line: int | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -45,7 +46,9 @@ def load(
     fmt = format_for(source, format)
     try:
         with open(source, "rb") as f:
-            data = f.read(MAX_BYTES + 1)
+            st = os.fstat(f.fileno())
+            # Read at most one byte past the limit (a small buffer for small files); _load reports the excess.
+            data = f.read(min(st.st_size, MAX_BYTES) + 1 if stat.S_ISREG(st.st_mode) else MAX_BYTES + 1)
     except OSError as e:
         raise StrategyError(f"cannot read the file: {e.strerror or e}", source=source) from None
     return _load(data, fmt, source, overrides, policy)
@@ -67,7 +70,8 @@ def _load(data: str | bytes, fmt: str, source: str, overrides: Iterable[str], po
     if len(data) > MAX_BYTES:
         raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
     msg, positions = parse(data, fmt, source=source, policy=policy)
-    positions.update(_overrides.apply(msg, overrides, policy=policy))
+    if overrides:
+        positions.update(_overrides.apply(msg, overrides, policy=policy))
     rules.check(msg, positions, policy=policy, source=source)
     return msg
 

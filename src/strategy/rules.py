@@ -5,6 +5,10 @@ Run after every load (with field locations) and again by `resolve` (for messages
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
+from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from . import schema
@@ -22,8 +26,9 @@ def check_policy(policy: str) -> None:
 
 def check(msg: Message, positions: dict[str, Location], *, policy: str, source: str | None = None) -> None:
     """Raise on out-of-range values; raise (strict) or warn (warn) on broken `requires` rules."""
-    _values(msg, "", positions, source)
-    for path, needed in requires_violations(msg):
+    broken: list[tuple[str, str]] = []
+    _walk(msg, "", positions, source, broken)
+    for path, needed in broken:
         where = positions.get(path) or Location(source)
         text = f"{path} requires {needed}: true"
         if policy == "strict":
@@ -31,38 +36,53 @@ def check(msg: Message, positions: dict[str, Location], *, policy: str, source: 
         warn(where, f"{text}; resolving {path.rsplit('.', 1)[-1]} off (policy 'warn')", stacklevel=5)
 
 
-def requires_violations(msg: Message, prefix: str = "") -> list[tuple[str, str]]:
+def requires_violations(msg: Message) -> list[tuple[str, str]]:
     """(dependent path, required path) for every bool set true whose required sibling is false."""
-    found = []
-    for field in msg.DESCRIPTOR.fields:
-        path = prefix + field.name
-        if schema.is_message(field) and not schema.is_repeated(field):
-            if msg.HasField(field.name):
-                found += requires_violations(getattr(msg, field.name), path + ".")
-            continue
-        needed = schema.option(field, "requires")
-        if needed and getattr(msg, field.name) is True and not getattr(msg, needed):
-            found.append((path, prefix + needed))
-    return found
+    broken: list[tuple[str, str]] = []
+    _walk(msg, "", {}, None, broken, values=False)
+    return broken
 
 
-def _values(msg: Message, prefix: str, positions: dict[str, Location], source: str | None) -> None:
-    for field in msg.DESCRIPTOR.fields:
+class _Rule(NamedTuple):
+    low: int | None
+    infer: int | None
+    allowed: tuple[str, ...]
+    requires: str | None
+
+
+@functools.cache
+def _rules() -> dict[FieldDescriptor, _Rule]:
+    """The schema's per-field rules, read once; fields without any are left out."""
+    out = {}
+    for _, field in schema.walk():
+        rule = _Rule(*(schema.option(field, n) for n in ("min_value", "infer_value", "allowed", "requires")))
+        if rule != (None, None, (), None):
+            out[field] = rule
+    return out
+
+
+def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str | None,
+          broken: list[tuple[str, str]], values: bool = True) -> None:
+    rules = _rules()
+    for field, value in msg.ListFields():  # only set fields: defaults satisfy every rule
+        if field.message_type is not None:
+            if not field.is_repeated:
+                _walk(value, f"{prefix}{field.name}.", positions, source, broken, values)
+            continue
+        rule = rules.get(field)
+        if rule is None:
+            continue
         path = prefix + field.name
-        if schema.is_repeated(field) or not msg.HasField(field.name):
+        if rule.requires and value is True and not getattr(msg, rule.requires):
+            broken.append((path, prefix + rule.requires))
+        if not values:
             continue
-        value = getattr(msg, field.name)
-        if schema.is_message(field):
-            _values(value, path + ".", positions, source)
-            continue
-        where = positions.get(path) or Location(source)
-        low, infer = schema.option(field, "min_value"), schema.option(field, "infer_value")
-        if low is not None and value < low and value != infer:
-            also = f", or {infer} to infer it" if infer is not None else ""
-            raise StrategyError.at(where, f"{path} must be >= {low}{also}; got {value}", field=path)
-        allowed = schema.option(field, "allowed")
-        if allowed and value not in allowed:
-            choices = ", ".join(f'"{a}"' for a in allowed)
-            hint = schema.did_you_mean(value, allowed) if value else ""
+        if rule.low is not None and value < rule.low and value != rule.infer:
+            also = f", or {rule.infer} to infer it" if rule.infer is not None else ""
+            raise StrategyError.at(positions.get(path) or Location(source), f"{path} must be >= {rule.low}{also}; got {value}", field=path)
+        if rule.allowed and value not in rule.allowed:
+            choices = ", ".join(f'"{a}"' for a in rule.allowed)
+            hint = schema.did_you_mean(value, list(rule.allowed)) if value else ""
             hint = hint if hint.startswith("; did") else ""
+            where = positions.get(path) or Location(source)
             raise StrategyError.at(where, f'{path} must be one of {choices}; got "{value}"{hint}', field=path)

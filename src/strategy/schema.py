@@ -22,6 +22,7 @@ __all__ = [
     "did_you_mean",
     "doc",
     "field_by_path",
+    "fields_with",
     "is_message",
     "is_repeated",
     "option",
@@ -33,12 +34,16 @@ ROOT: Descriptor = pb2.DistributedStrategy.DESCRIPTOR
 _OPTIONS = {name: ext for name, ext in pb2.DESCRIPTOR.extensions_by_name.items()}
 
 
+@functools.cache
 def option(field: FieldDescriptor, name: str) -> Any:
-    """The custom option `name` declared on `field`; None (or [] for repeated options) when absent."""
+    """The custom option `name` declared on `field`; None (or () for repeated options) when absent.
+
+    Cached: descriptors are immutable, and the loader asks on every field of every file.
+    """
     ext = _OPTIONS[name]
     opts = field.GetOptions()
     if ext.is_repeated:
-        return list(opts.Extensions[ext])
+        return tuple(opts.Extensions[ext])
     return opts.Extensions[ext] if opts.HasExtension(ext) else None
 
 
@@ -52,6 +57,12 @@ def is_repeated(field: FieldDescriptor) -> bool:
 
 def default_value(field: FieldDescriptor) -> Any:
     return field.default_value
+
+
+@functools.cache
+def fields_with(name: str) -> tuple[tuple[str, FieldDescriptor, Any], ...]:
+    """(path, field, value) for every field of the schema that declares the custom option `name`."""
+    return tuple((path, f, option(f, name)) for path, f in walk() if option(f, name) not in (None, ()))
 
 
 def walk(desc: Descriptor = ROOT, prefix: str = "") -> Iterator[tuple[str, FieldDescriptor]]:

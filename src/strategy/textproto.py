@@ -7,10 +7,8 @@ kept as tokens for the formatter.
 
 from __future__ import annotations
 
-import bisect
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from google.protobuf import text_encoding
 
@@ -20,23 +18,33 @@ from .tree import Ident, Mapping, Node, Scalar, Sequence
 
 __all__ = ["Token", "parse", "tokenize"]
 
+# One token per match, with the whitespace before it: findall then yields plain (ws, token) tuples, the
+# fastest way to lex in Python. A token's kind follows from its first character (see _kind).
 _TOKEN = re.compile(
-    r"""(?P<ws>[ \t\r\n\f\v]+)
-      | (?P<comment>\#[^\n]*)
-      | (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')
-      | (?P<number>0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?)
-      | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-      | (?P<punct>[{}<>\[\]:;,\-/.])""",
+    r"""([ \t\r\n\f\v]*)
+      ( \#[^\n]*
+      | "(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'
+      | 0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?
+      | [A-Za-z_][A-Za-z0-9_]*
+      | [{}<>\[\]:;,\-/.])""",
     re.VERBOSE,
 )
+_SPACE = re.compile(r"[ \t\r\n\f\v]*")
+_FIRST = {"#": "comment", '"': "string", "'": "string"}
+_FIRST.update(dict.fromkeys("0123456789", "number"))
+_FIRST.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_", "ident"))
 _INT = re.compile(r"0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*")
 _BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
 _FLOATS = {"inf": float("inf"), "infinity": float("inf"), "nan": float("nan")}
 _CLOSE = {"{": "}", "<": ">"}
 
 
-@dataclass(frozen=True, slots=True)
-class Token:
+# tuple.__new__(Cls, values) builds a NamedTuple in C, skipping its Python-level __new__: the lexer and
+# parser make one per token and field, and this halves their cost.
+_new = tuple.__new__
+
+
+class Token(NamedTuple):
     kind: str  # ws, comment, string, number, ident, punct, eof
     text: str
     offset: int
@@ -44,46 +52,67 @@ class Token:
     column: int  # 1-based
 
 
-def tokenize(text: str, source: str) -> Iterator[Token]:
-    """All tokens, whitespace and comments included, ending with an `eof` token."""
-    starts = [0] + [m.end() for m in re.finditer("\n", text)]
+def tokenize(text: str, source: str, *, trivia: bool = True) -> list[Token]:
+    """All tokens, ending with an `eof` token; whitespace and comments only when `trivia`."""
+    out: list[Token] = []
+    append = out.append
+    line, line_start, pos = 1, 0, 0
+    for ws, value in _TOKEN.findall(text):
+        if ws:
+            if trivia:
+                append(_new(Token, ("ws", ws, pos, line, pos - line_start + 1)))
+            if "\n" in ws:
+                line += ws.count("\n")
+                line_start = pos + ws.rindex("\n") + 1
+            pos += len(ws)
+        kind = _FIRST.get(value[0], "punct")
+        if kind == "punct" and value[0] == "." and len(value) > 1:
+            kind = "number"  # .5
+        if trivia or kind != "comment":
+            append(_new(Token, (kind, value, pos, line, pos - line_start + 1)))
+        pos += len(value)
+    ws = text[pos:]
+    if ws.strip(" \t\r\n\f\v"):  # findall skipped something no token matches
+        _raise_at_bad_character(text, source)
+    if ws:
+        if trivia:
+            append(_new(Token, ("ws", ws, pos, line, pos - line_start + 1)))
+        if "\n" in ws:
+            line += ws.count("\n")
+            line_start = pos + ws.rindex("\n") + 1
+        pos = len(text)
+    append(_new(Token, ("eof", "", pos, line, pos - line_start + 1)))
+    return out
 
-    def locate(offset: int) -> tuple[int, int]:
-        line = bisect.bisect_right(starts, offset)
-        return line, offset - starts[line - 1] + 1
 
+def _raise_at_bad_character(text: str, source: str) -> None:
     pos = 0
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            line, col = locate(pos)
-            what = "unterminated string" if text[pos] in "\"'" else f"unexpected character {text[pos]!r}"
-            raise StrategyError(what, source=source, line=line, column=col)
-        yield Token(m.lastgroup or "", m.group(), pos, *locate(pos))
+    while (m := _TOKEN.match(text, pos)) is not None:
         pos = m.end()
-    yield Token("eof", "", pos, *locate(pos))
+    pos = _SPACE.match(text, pos).end()
+    line = text.count("\n", 0, pos) + 1
+    column = pos - (text.rfind("\n", 0, pos) + 1) + 1
+    what = "unterminated string" if text[pos] in "\"'" else f"unexpected character {text[pos]!r}"
+    raise StrategyError(what, source=source, line=line, column=column)
 
 
 class _Parser:
     def __init__(self, text: str, source: str) -> None:
         self.source = source
-        self.tokens = [t for t in tokenize(text, source) if t.kind not in ("ws", "comment")]
+        self.tokens = tokenize(text, source, trivia=False)
         self.i = 0
         self.nodes = 0
 
-    @property
-    def tok(self) -> Token:
-        return self.tokens[self.i]
-
     def where(self, tok: Token | None = None) -> Location:
-        tok = tok or self.tok
-        return Location(self.source, tok.line, tok.column)
+        tok = tok or self.tokens[self.i]
+        return _new(Location, (self.source, tok.line, tok.column))
 
     def fail(self, message: str, tok: Token | None = None) -> StrategyError:
         return StrategyError.at(self.where(tok), message)
 
     def take(self, text: str) -> bool:
-        if self.tok.kind == "punct" and self.tok.text == text:
+        """Consume the punctuation `text` if it comes next (no other token kind can have that text)."""
+        if self.tokens[self.i].text == text:
             self.i += 1
             return True
         return False
@@ -96,21 +125,22 @@ class _Parser:
             raise self.fail(f"nesting deeper than {MAX_DEPTH} levels")
         start = self.where()
         items = []
-        while not (self.tok.kind == "eof" if close is None else self.take(close)):
-            if self.tok.kind == "eof":
+        while not (self.tokens[self.i].kind == "eof" if close is None else self.take(close)):
+            if self.tokens[self.i].kind == "eof":
                 raise self.fail(f"expected '{close}' before end of file")
-            name_tok = self.tok
+            name_tok = self.tokens[self.i]
             if name_tok.kind != "ident":
                 hint = " (extensions and Any are not used in strategy files)" if name_tok.text == "[" else ""
                 raise self.fail(f"expected a field name, got {self.describe(name_tok)}{hint}")
             self.i += 1
             items.append((name_tok.text, self.where(name_tok), self.field_value(name_tok, depth)))
-            self.take(";") or self.take(",")
-        return Mapping(tuple(items), start)
+            if self.tokens[self.i].text in (";", ","):
+                self.i += 1
+        return _new(Mapping, (tuple(items), start))
 
     def field_value(self, name_tok: Token, depth: int) -> Node:
         colon = self.take(":")
-        tok = self.tok
+        tok = self.tokens[self.i]
         if tok.kind == "punct" and tok.text in _CLOSE:
             self.i += 1
             return self.message(_CLOSE[tok.text], depth + 1)
@@ -121,8 +151,8 @@ class _Parser:
             while not self.take("]"):
                 if items and not self.take(","):
                     raise self.fail(f"expected ',' or ']' in the list for {name_tok.text}")
-                if self.tok.kind == "punct" and self.tok.text in _CLOSE:
-                    opener = self.tok.text
+                if self.tokens[self.i].kind == "punct" and self.tokens[self.i].text in _CLOSE:
+                    opener = self.tokens[self.i].text
                     self.i += 1
                     items.append(self.message(_CLOSE[opener], depth + 1))
                 else:
@@ -134,28 +164,28 @@ class _Parser:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise self.fail(f"more than {MAX_NODES} values")
-        tok = self.tok
+        tok = self.tokens[self.i]
         where = self.where(tok)
         if tok.kind == "string":
             parts = []
-            while self.tok.kind == "string":
-                parts.append(self.unquote(self.tok))
+            while self.tokens[self.i].kind == "string":
+                parts.append(self.unquote(self.tokens[self.i]))
                 self.i += 1
-            return Scalar("".join(parts), where)
+            return _new(Scalar, ("".join(parts), where))
         negative = self.take("-")
-        tok = self.tok
+        tok = self.tokens[self.i]
         self.i += 1
         if tok.kind == "number":
             value = self.number(tok.text)
-            return Scalar(-value if negative else value, where)
+            return _new(Scalar, (-value if negative else value, where))
         if tok.kind == "ident":
             lowered = tok.text.lower()
             if lowered in _FLOATS:
                 return Scalar(-_FLOATS[lowered] if negative else _FLOATS[lowered], where)
             if not negative and tok.text in _BOOLS:
-                return Scalar(_BOOLS[tok.text], where)
+                return _new(Scalar, (_BOOLS[tok.text], where))
             if not negative:
-                return Scalar(Ident(tok.text), where)
+                return Scalar(Ident(tok.text), where)  # rare: enum names and typos
         self.i -= 1
         raise self.fail(f"expected a value, got {self.describe(tok)}")
 

@@ -1,40 +1,36 @@
 """A parsed document before it meets the schema: values with the place each came from.
 
 The JSON, YAML and text-format readers and `from_dict` all produce this, so one builder checks them all.
+NamedTuples keep parsing cheap; `isinstance` still tells the node kinds apart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping as AbcMapping
-from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from .errors import Location, StrategyError
 
 __all__ = ["Ident", "Mapping", "Node", "Scalar", "Sequence", "from_python"]
 
 
-@dataclass(frozen=True, slots=True)
-class Ident:
+class Ident(NamedTuple):
     """A bare identifier in text format that is not a bool (an enum name, or a typo for a quoted string)."""
 
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class Scalar:
+class Scalar(NamedTuple):
     value: Any  # None, bool, int, float, str or Ident
     where: Location
 
 
-@dataclass(frozen=True, slots=True)
-class Sequence:
+class Sequence(NamedTuple):
     items: tuple[Node, ...]
     where: Location
 
 
-@dataclass(frozen=True, slots=True)
-class Mapping:
+class Mapping(NamedTuple):
     """Keys in file order, duplicates kept so the builder can report them."""
 
     items: tuple[tuple[str, Location, Node], ...]

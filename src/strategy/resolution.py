@@ -1,0 +1,218 @@
+"""Resolution: from what a file says to what the runtime does (degrees checked, dependent flags gated).
+
+Loading is lossless; only here are flags that cannot take effect turned off, each with a note saying why.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from . import rules, schema
+from ._generated.distributed_strategy_pb2 import DistributedStrategy, HybridConfig, MpConfig
+from .errors import StrategyError, warn
+
+__all__ = ["MpSettings", "Resolved", "resolve"]
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MpSettings:
+    """Effective model-parallel options (MpConfig's fields, `mp_` prefix dropped), after gating.
+
+    `async_allreduce` is on only when mp_degree > 1 and mp_async_allreduce is set; `skip_c_identity`
+    and `fused_linear_param_grad_add` only when async_allreduce is effectively on.
+    """
+
+    sync_param: bool
+    sync_grad: bool
+    sync_moment: bool
+    sync_mode: str
+    async_allreduce: bool
+    skip_c_identity: bool
+    fused_linear_param_grad_add: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """The effective settings a runtime acts on.
+
+    Attributes:
+        dp_degree ... sep_degree: the degrees, dp_degree inferred when it was -1; their product is the world size.
+        mp: the effective model-parallel options.
+        notes: one sentence per setting that was given but has no effect (or was inferred), and why.
+    """
+
+    dp_degree: int
+    mp_degree: int
+    pp_degree: int
+    sharding_degree: int
+    sep_degree: int
+    mp: MpSettings
+    notes: tuple[str, ...] = ()
+
+    @property
+    def world_size(self) -> int:
+        return self.dp_degree * self.mp_degree * self.pp_degree * self.sharding_degree * self.sep_degree
+
+
+def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> Resolved:
+    """Check `s` against the world size and work out the effective settings.
+
+    Args:
+        world_size: number of ranks; None reads WORLD_SIZE from the environment when set, else takes the
+            product of the explicit degrees (an inferred dp_degree then becomes 1, with a note).
+        policy: "strict" raises when a flag's `requires` rule is broken; "warn" warns and turns it off.
+
+    Raises:
+        StrategyError: a degree is unsupported, or the degrees do not multiply to the world size.
+
+    Example::
+
+        r = strategy.resolve(strategy.load("tp.prototxt"), world_size=4)
+        r.mp.async_allreduce, r.notes
+    """
+    rules.check_policy(policy)
+    rules.check(s, {}, policy=policy, source="<resolve>")
+    _warn_legacy_env()
+    plan = _plan()
+    notes: list[str] = []
+    hybrid = getattr(s, plan.hybrid)
+    degrees = _degrees(plan, hybrid, world_size, notes)
+    mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes)
+    return Resolved(**degrees, mp=mp, notes=tuple(notes))
+
+
+class _Axis(NamedTuple):
+    name: str
+    short: str
+    max_supported: int | None
+    infer: int | None
+
+
+class _Flag(NamedTuple):
+    name: str
+    setting: str  # the MpSettings attribute: the field name without its `mp_` prefix
+    is_bool: bool
+    requires: str | None
+
+
+class _Plan(NamedTuple):
+    hybrid: str
+    axes: tuple[_Axis, ...]
+    mp: str
+    gate: str | None
+    flags: tuple[_Flag, ...]  # dependency order
+
+
+@functools.cache
+def _plan() -> _Plan:
+    """What resolution needs from the schema, read once from the descriptors."""
+    hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
+    mp = next(f for f in HybridConfig.DESCRIPTOR.fields if f.message_type is MpConfig.DESCRIPTOR)
+    axes = tuple(
+        _Axis(f.name, schema.option(f, "axis"), schema.option(f, "max_supported"), schema.option(f, "infer_value"))
+        for f in HybridConfig.DESCRIPTOR.fields
+        if schema.option(f, "axis")
+    )
+    pending = [
+        _Flag(f.name, f.name.removeprefix("mp_"), f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, schema.option(f, "requires"))
+        for f in MpConfig.DESCRIPTOR.fields
+    ]
+    flags: list[_Flag] = []
+    while pending:  # topological order: each flag after the flag it requires
+        ready = [f for f in pending if f.requires is None or f.requires in {g.name for g in flags}]
+        if not ready:
+            raise AssertionError(f"requires rules form a cycle among {[f.name for f in pending]}")
+        flags += ready
+        pending = [f for f in pending if f not in ready]
+    return _Plan(hybrid.name, axes, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags))
+
+
+def _degrees(plan: _Plan, hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
+    degrees = {a.name: getattr(hybrid, a.name) for a in plan.axes}
+    for a in plan.axes:
+        if a.max_supported is not None and degrees[a.name] > a.max_supported:
+            raise StrategyError(
+                f"{plan.hybrid}.{a.name} = {degrees[a.name]}: {a.short} parallelism is not implemented by this "
+                f"project; set {a.name}: {a.max_supported}",
+                field=f"{plan.hybrid}.{a.name}",
+            )
+    inferred = [a for a in plan.axes if degrees[a.name] == a.infer]
+    known = math.prod(degrees[a.name] for a in plan.axes if degrees[a.name] != a.infer)
+    if world_size is None:
+        world_size = _env_world_size()
+    if world_size is None:
+        for a in inferred:
+            degrees[a.name] = 1
+            notes.append(f"{plan.hybrid}.{a.name} is {a.infer} (infer) and no world size was given (WORLD_SIZE is unset): using 1.")
+        return degrees
+    if world_size < 1:
+        raise StrategyError(f"world size must be >= 1, got {world_size}")
+    shown = " × ".join(f"{name}={value}" for name, value in degrees.items())
+    if inferred:
+        a = inferred[0]
+        if world_size % known:
+            raise StrategyError(
+                f"cannot infer {a.name}: world size {world_size} is not divisible by the product of the other degrees "
+                f"({shown}, product {known}); change the degrees or the number of ranks",
+                field=f"{plan.hybrid}.{a.name}",
+            )
+        degrees[a.name] = world_size // known
+        notes.append(f"{plan.hybrid}.{a.name} inferred as {degrees[a.name]} from world size {world_size}.")
+    elif known != world_size:
+        fixes = [f"make their product {world_size}"]
+        fixes += [f"set {a.name}: {a.infer} to infer it" for a in plan.axes if a.infer is not None]
+        raise StrategyError(
+            f"the degrees {shown} multiply to {known}, but the world size is {world_size}; {', or '.join(fixes)}",
+            field=plan.hybrid,
+        )
+    return degrees
+
+
+def _env_world_size() -> int | None:
+    raw = os.environ.get("WORLD_SIZE")
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise StrategyError(f"environment variable WORLD_SIZE={raw!r} is not an integer") from None
+
+
+def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: list[str]) -> MpSettings:
+    """Gate each bool flag: off when the mp axis is 1, or when the flag it requires is effectively off."""
+    active = plan.gate is None or degrees[plan.gate] > 1
+    prefix = f"{plan.hybrid}.{plan.mp}."
+    effective: dict[str, object] = {}
+    for flag in plan.flags:  # ordered so that a flag comes after the one it requires
+        value = getattr(config, flag.name)
+        if flag.is_bool and value:
+            reason = None
+            if not active:
+                reason = f"{plan.gate} is {degrees[plan.gate]}"
+            elif flag.requires and not effective[flag.requires]:
+                reason = f"requires {prefix}{flag.requires}: true"
+            if reason:
+                value = False
+                if config.HasField(flag.name):
+                    notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
+        effective[flag.name] = value
+    return MpSettings(**{flag.setting: effective[flag.name] for flag in plan.flags})
+
+
+def _warn_legacy_env() -> None:
+    for path, _, name in schema.fields_with("legacy_env"):
+        if name in os.environ:
+            on = os.environ[name].strip().lower() in ("1", "true")
+            warn(
+                None,
+                f"environment variable {name} is no longer read; set {path}: {str(on).lower()} in the strategy file "
+                "instead (`strategy migrate-env` writes it for you)",
+                stacklevel=4,
+            )
+
+

@@ -1,0 +1,53 @@
+"""`--set a.b.c=value` overrides are typed by the schema and applied after the file."""
+
+from __future__ import annotations
+
+import pytest
+
+import strategy
+from strategy import StrategyError
+
+
+def test_overrides_apply_after_the_file_with_schema_types(write):
+    path = write("s.prototxt", "hybrid_configs { mp_degree: 2 }")
+    s = strategy.load(path, overrides=[
+        "hybrid_configs.mp_degree=4",
+        "hybrid_configs.mp_configs.mp_async_allreduce=true",
+        "hybrid_configs.mp_configs.sync_mode=average",
+    ])
+    assert s.hybrid_configs.mp_degree == 4
+    assert s.hybrid_configs.mp_configs.mp_async_allreduce is True
+    assert s.hybrid_configs.mp_configs.sync_mode == "average"
+
+
+def test_an_override_can_satisfy_a_requires_rule(write):
+    path = write("s.yaml", "hybrid_configs: {mp_configs: {mp_skip_c_identity: true}}")
+    s = strategy.load(path, overrides=["hybrid_configs.mp_configs.mp_async_allreduce=true"])
+    assert s.hybrid_configs.mp_configs.mp_skip_c_identity
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("hybrid_configs.mp_degre=2", "unknown field: hybrid_configs has no field 'mp_degre'; did you mean 'mp_degree'?"),
+        ("hybrid_configs.mp_degree=four", "hybrid_configs.mp_degree expects an integer, got the string 'four'"),
+        ("hybrid_configs.mp_configs.sync_grad=maybe", "hybrid_configs.mp_configs.sync_grad expects true or false, got the string 'maybe'"),
+        ("hybrid_configs=1", "hybrid_configs is a message: expected a mapping of its fields, got the string '1'"),
+        ("hybrid_configs.mp_degree", "an override reads path.to.field=value, e.g. hybrid_configs.mp_degree=2"),
+        ("hybrid_configs.mp_degree=0", "hybrid_configs.mp_degree must be >= 1; got 0"),
+    ],
+)
+def test_bad_overrides_name_the_override_and_the_field(override, message):
+    with pytest.raises(StrategyError) as info:
+        strategy.loads("", overrides=[override])
+    assert info.value.source == f"--set {override}"
+    assert info.value.message == message
+
+
+def test_a_requires_rule_broken_by_an_override_points_at_it():
+    with pytest.raises(StrategyError) as info:
+        strategy.loads("", overrides=["hybrid_configs.mp_configs.mp_fused_linear_param_grad_add=1"])
+    assert str(info.value) == (
+        "--set hybrid_configs.mp_configs.mp_fused_linear_param_grad_add=1: hybrid_configs.mp_configs."
+        "mp_fused_linear_param_grad_add requires hybrid_configs.mp_configs.mp_async_allreduce: true"
+    )

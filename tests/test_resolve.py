@@ -1,0 +1,120 @@
+"""Resolution: degrees against the world size, flags gated exactly as the rules say, with notes."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import strategy
+from strategy import StrategyError
+
+
+def make(mp_degree=2, dp_degree=None, **mp_flags) -> strategy.DistributedStrategy:
+    s = strategy.DistributedStrategy()
+    s.hybrid_configs.mp_degree = mp_degree
+    if dp_degree is not None:
+        s.hybrid_configs.dp_degree = dp_degree
+    for name, value in mp_flags.items():
+        setattr(s.hybrid_configs.mp_configs, name, value)
+    return s
+
+
+@pytest.mark.parametrize("mp_degree", [1, 2, 4])
+@pytest.mark.parametrize(("f5", "f6", "f7"), list(itertools.product([False, True], repeat=3)))
+def test_effective_flags_follow_the_rules(mp_degree, f5, f6, f7):
+    s = make(mp_degree, mp_async_allreduce=f5, mp_skip_c_identity=f6, mp_fused_linear_param_grad_add=f7)
+    broken = (f6 or f7) and not f5
+    if broken:
+        with pytest.raises(StrategyError, match="requires hybrid_configs.mp_configs.mp_async_allreduce: true"):
+            strategy.resolve(s, world_size=mp_degree)
+        with pytest.warns(strategy.StrategyWarning):
+            resolved = strategy.resolve(s, world_size=mp_degree, policy="warn")
+    else:
+        resolved = strategy.resolve(s, world_size=mp_degree)
+    expect_async = mp_degree > 1 and f5
+    assert resolved.mp.async_allreduce == expect_async
+    assert resolved.mp.skip_c_identity == (expect_async and f6)
+    assert resolved.mp.fused_linear_param_grad_add == (expect_async and f7)
+    gated = sum(flag and not eff for flag, eff in [
+        (f5, resolved.mp.async_allreduce), (f6, resolved.mp.skip_c_identity), (f7, resolved.mp.fused_linear_param_grad_add)])
+    assert len([n for n in resolved.notes if "has no effect" in n]) == gated
+
+
+def test_flags_with_mp_degree_1_are_noted():
+    resolved = strategy.resolve(make(1, dp_degree=1, mp_async_allreduce=True), world_size=1)
+    assert resolved.notes == ("hybrid_configs.mp_configs.mp_async_allreduce is set but has no effect: mp_degree is 1.",)
+
+
+def test_dp_degree_is_inferred_from_the_world_size():
+    resolved = strategy.resolve(make(2), world_size=8)
+    assert (resolved.dp_degree, resolved.mp_degree, resolved.world_size) == (4, 2, 8)
+    assert resolved.notes == ("hybrid_configs.dp_degree inferred as 4 from world size 8.",)
+
+
+def test_world_size_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "6")
+    assert strategy.resolve(make(2)).dp_degree == 3
+    monkeypatch.setenv("WORLD_SIZE", "six")
+    with pytest.raises(StrategyError, match="WORLD_SIZE='six' is not an integer"):
+        strategy.resolve(make(2))
+
+
+def test_without_a_world_size_inferred_dp_is_1_and_noted(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    resolved = strategy.resolve(make(2))
+    assert resolved.dp_degree == 1
+    assert "dp_degree is -1 (infer) and no world size was given" in resolved.notes[0]
+
+
+def test_product_mismatch_names_every_degree():
+    with pytest.raises(StrategyError) as info:
+        strategy.resolve(make(2, dp_degree=2), world_size=8)
+    assert str(info.value) == (
+        "the degrees dp_degree=2 × mp_degree=2 × pp_degree=1 × sharding_degree=1 × sep_degree=1 multiply to 4, "
+        "but the world size is 8; make their product 8, or set dp_degree: -1 to infer it"
+    )
+
+
+def test_world_size_not_divisible_cannot_infer_dp():
+    with pytest.raises(StrategyError, match="cannot infer dp_degree: world size 3 is not divisible"):
+        strategy.resolve(make(2), world_size=3)
+
+
+@pytest.mark.parametrize("name", ["pp_degree", "sharding_degree", "sep_degree"])
+def test_unimplemented_degrees_are_errors_naming_the_field(name):
+    s = make(1)
+    setattr(s.hybrid_configs, name, 2)
+    with pytest.raises(StrategyError) as info:
+        strategy.resolve(s, world_size=2)
+    assert info.value.field == f"hybrid_configs.{name}"
+    assert "not implemented by this project" in str(info.value)
+    assert strategy.loads(strategy.dumps(s)) == s  # still loads and converts
+
+
+def test_resolved_is_frozen():
+    resolved = strategy.resolve(make(2), world_size=2)
+    with pytest.raises(AttributeError):
+        resolved.mp_degree = 4  # type: ignore[misc]
+
+
+def test_programmatic_values_are_checked_too():
+    s = make(2)
+    s.hybrid_configs.mp_configs.sync_mode = "avg"
+    with pytest.raises(StrategyError, match='sync_mode must be one of "broadcast", "average"'):
+        strategy.resolve(s, world_size=2)
+
+
+@pytest.mark.parametrize(
+    ("env", "field"),
+    [
+        ("Flags_mp_aysnc_allreduce", "mp_async_allreduce"),
+        ("Flags_skip_mp_c_identity", "mp_skip_c_identity"),
+        ("Flags_fused_linear_param_grad_add", "mp_fused_linear_param_grad_add"),
+    ],
+)
+def test_legacy_environment_variable_warns_and_names_the_field(monkeypatch, env, field):
+    monkeypatch.setenv(env, "1")
+    with pytest.warns(strategy.StrategyWarning, match=f"{env} is no longer read; set hybrid_configs.mp_configs.{field}: true"):
+        resolved = strategy.resolve(make(2), world_size=2)
+    assert not resolved.mp.async_allreduce  # the variable is not read

@@ -1,0 +1,92 @@
+"""The schema keeps Paddle's names, numbers and defaults, and declares its rules as custom options."""
+
+from __future__ import annotations
+
+import pytest
+
+import strategy
+from strategy import schema
+
+# Paddle fleet's numbering, from shared/fixtures/paddle/README.md.
+PADDLE_FIELDS = {
+    "hybrid_configs": 112,
+    "hybrid_configs.dp_degree": 1,
+    "hybrid_configs.mp_degree": 2,
+    "hybrid_configs.pp_degree": 3,
+    "hybrid_configs.sharding_degree": 4,
+    "hybrid_configs.sep_degree": 5,
+    "hybrid_configs.mp_configs": 6,
+    "hybrid_configs.mp_configs.sync_param": 1,
+    "hybrid_configs.mp_configs.sync_grad": 2,
+    "hybrid_configs.mp_configs.sync_moment": 3,
+    "hybrid_configs.mp_configs.sync_mode": 4,
+    "hybrid_configs.mp_configs.mp_async_allreduce": 5,
+    "hybrid_configs.mp_configs.mp_skip_c_identity": 6,
+    "hybrid_configs.mp_configs.mp_fused_linear_param_grad_add": 7,
+}
+
+
+def test_paddle_field_numbers_are_kept():
+    numbers = {path: field.number for path, field in schema.walk()}
+    for path, number in PADDLE_FIELDS.items():
+        assert numbers[path] == number, path
+
+
+def test_fields_beyond_paddle_are_numbered_from_1000():
+    for path, field in schema.walk():
+        if path not in PADDLE_FIELDS:
+            assert field.number >= 1000, path
+
+
+@pytest.mark.parametrize(
+    ("path", "default"),
+    [
+        ("hybrid_configs.dp_degree", -1),
+        ("hybrid_configs.mp_degree", 1),
+        ("hybrid_configs.pp_degree", 1),
+        ("hybrid_configs.sharding_degree", 1),
+        ("hybrid_configs.sep_degree", 1),
+        ("hybrid_configs.mp_configs.sync_param", True),
+        ("hybrid_configs.mp_configs.sync_grad", False),
+        ("hybrid_configs.mp_configs.sync_moment", False),
+        ("hybrid_configs.mp_configs.sync_mode", "broadcast"),
+        ("hybrid_configs.mp_configs.mp_async_allreduce", False),
+        ("hybrid_configs.mp_configs.mp_skip_c_identity", False),
+        ("hybrid_configs.mp_configs.mp_fused_linear_param_grad_add", False),
+    ],
+)
+def test_defaults_match_paddle(path, default):
+    assert schema.field_by_path(path)[-1].default_value == default
+
+
+def test_requires_rules_are_declared_in_the_schema():
+    requires = {path: schema.option(f, "requires") for path, f in schema.walk() if schema.option(f, "requires")}
+    assert requires == {
+        "hybrid_configs.mp_configs.mp_skip_c_identity": "mp_async_allreduce",
+        "hybrid_configs.mp_configs.mp_fused_linear_param_grad_add": "mp_async_allreduce",
+    }
+
+
+def test_legacy_environment_variables_are_declared_in_the_schema():
+    legacy = {path: schema.option(f, "legacy_env") for path, f in schema.walk() if schema.option(f, "legacy_env")}
+    assert legacy == {
+        "hybrid_configs.mp_configs.mp_async_allreduce": "Flags_mp_aysnc_allreduce",
+        "hybrid_configs.mp_configs.mp_skip_c_identity": "Flags_skip_mp_c_identity",
+        "hybrid_configs.mp_configs.mp_fused_linear_param_grad_add": "Flags_fused_linear_param_grad_add",
+    }
+
+
+def test_every_field_has_documentation_from_the_proto_comments():
+    for path, field in schema.walk():
+        assert len(schema.doc(field)) > 20, path
+    assert "requires mp_async_allreduce" in schema.doc(schema.field_by_path("hybrid_configs.mp_configs.mp_skip_c_identity")[-1]).lower()
+
+
+def test_public_classes_are_the_generated_ones():
+    assert strategy.DistributedStrategy.DESCRIPTOR.fields_by_name["hybrid_configs"].message_type is strategy.HybridConfig.DESCRIPTOR
+    assert strategy.HybridConfig.DESCRIPTOR.fields_by_name["mp_configs"].message_type is strategy.MpConfig.DESCRIPTOR
+
+
+def test_unknown_path_suggests_the_closest_field():
+    with pytest.raises(KeyError, match="did you mean 'mp_degree'"):
+        schema.field_by_path("hybrid_configs.mp_degre")
