@@ -182,3 +182,32 @@ def test_an_unknown_policy_is_rejected():
 def test_extension_syntax_in_text_is_explained():
     with pytest.raises(StrategyError, match="extensions and Any are not used"):
         strategy.loads("[foo.bar] { }")
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        ("prototxt", "a {" * 200 + "}" * 200),
+        ("json", '{"a": ' * 200 + "1" + "}" * 200),
+        ("yaml", "[" * 2000 + "]" * 2000),
+    ],
+)
+def test_deep_nesting_is_a_quick_strategy_error(fmt, text):
+    with pytest.raises(StrategyError, match="nesting deeper than 32 levels"):
+        strategy.loads(text, format=fmt)
+
+
+def test_deeply_nested_dict_is_a_strategy_error():
+    d: dict = {}
+    for _ in range(100):
+        d = {"hybrid_configs": d}
+    with pytest.raises(StrategyError, match="nesting deeper than"):
+        strategy.from_dict(d)
+
+
+def test_oversized_input_is_refused_before_parsing(write):
+    big = "# padding\n" * 200_000
+    with pytest.raises(StrategyError, match="larger than 1048576 bytes"):
+        strategy.loads(big)
+    with pytest.raises(StrategyError, match="larger than 1048576 bytes"):
+        strategy.load(write("big.prototxt", big))

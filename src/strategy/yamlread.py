@@ -74,6 +74,8 @@ def parse(text: str, source: str = "<string>") -> Node:
         raise StrategyError(message, source=source, line=line, column=column) from None
     except yaml.YAMLError as e:
         raise StrategyError(f"invalid YAML: {e}", source=source) from None
+    except RecursionError:  # PyYAML's composer recurses once per nesting level
+        raise StrategyError(f"nesting deeper than {MAX_DEPTH} levels", source=source) from None
     if root is None:
         return Scalar(None, Location(source, 1, 1))
     return _Converter(source).convert(root, 0)
