@@ -19,14 +19,15 @@ from .tree import Ident, Mapping, Node, Scalar, Sequence
 __all__ = ["Token", "parse", "tokenize"]
 
 # One token per match, with the whitespace before it: findall then yields plain (ws, token) tuples, the
-# fastest way to lex in Python. A token's kind follows from its first character (see _kind).
+# fastest way to lex in Python. A token's kind follows from its first character (_FIRST).
 _TOKEN = re.compile(
     r"""([ \t\r\n\f\v]*)
       ( \#[^\n]*
       | "(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'
       | 0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?
       | [A-Za-z_][A-Za-z0-9_]*
-      | [{}<>\[\]:;,\-/.])""",
+      | [{}<>\[\]:;,\-/.]
+      | $)""",  # an empty token at the end carries the trailing whitespace
     re.VERBOSE,
 )
 _SPACE = re.compile(r"[ \t\r\n\f\v]*")
@@ -65,22 +66,16 @@ def tokenize(text: str, source: str, *, trivia: bool = True) -> list[Token]:
                 line += ws.count("\n")
                 line_start = pos + ws.rindex("\n") + 1
             pos += len(ws)
+        if not value:
+            break  # the end of the text
         kind = _FIRST.get(value[0], "punct")
         if kind == "punct" and value[0] == "." and len(value) > 1:
             kind = "number"  # .5
         if trivia or kind != "comment":
             append(_new(Token, (kind, value, pos, line, pos - line_start + 1)))
         pos += len(value)
-    ws = text[pos:]
-    if ws.strip(" \t\r\n\f\v"):  # findall skipped something no token matches
+    if pos != len(text):  # findall skipped something no token matches
         _raise_at_bad_character(text, source)
-    if ws:
-        if trivia:
-            append(_new(Token, ("ws", ws, pos, line, pos - line_start + 1)))
-        if "\n" in ws:
-            line += ws.count("\n")
-            line_start = pos + ws.rindex("\n") + 1
-        pos = len(text)
     append(_new(Token, ("eof", "", pos, line, pos - line_start + 1)))
     return out
 
