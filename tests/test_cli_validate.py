@@ -51,3 +51,10 @@ def test_resolve_prints_effective_settings_and_notes(write):
     assert "mp.skip_c_identity: False" in result.stdout
     assert "note: hybrid_configs.mp_configs.mp_skip_c_identity is set but has no effect: requires" in result.stdout
     assert "StrategyWarning" in result.stderr
+
+
+def test_field_comments_from_the_proto_reach_the_cli_help():
+    result = strategy_cli("resolve", "--help")
+    assert result.returncode == 0
+    assert "hybrid_configs.mp_configs.mp_skip_c_identity (default false)" in result.stdout
+    assert "Requires mp_async_allreduce" in result.stdout

@@ -8,9 +8,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+import textwrap
 import warnings
 from collections.abc import Sequence
 
+from . import schema
 from .errors import StrategyError
 from .io import load
 from .resolution import Resolved, resolve
@@ -40,11 +42,23 @@ def _parser() -> argparse.ArgumentParser:
         "resolve",
         help="print the effective settings",
         description="Print the settings a run would use: degrees, effective mp flags and notes on what has no effect.",
-        epilog="example: strategy resolve tp2.prototxt --world-size 2",
+        epilog="example: strategy resolve tp2.prototxt --world-size 2\n\nfields:\n" + _field_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument("file", metavar="FILE")
     common(r)
     return parser
+
+
+def _field_help() -> str:
+    """Every field's path and its documentation, from the comments in the .proto."""
+    out = []
+    for path, field in schema.walk():
+        value = field.default_value
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        default = "" if schema.is_message(field) else f" (default {shown})"
+        out.append(f"  {path}{default}\n" + textwrap.fill(schema.doc(field), 96, initial_indent="      ", subsequent_indent="      "))
+    return "\n".join(out)
 
 
 def format_resolved(resolved: Resolved) -> str:
