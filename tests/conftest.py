@@ -24,3 +24,13 @@ def write(tmp_path: Path):
         return path
 
     return _write
+
+
+@pytest.fixture(scope="session")
+def pools():
+    """pools(n) -> a RankPool of n gloo ranks; `.run(fn, *args)` runs fn on every rank."""
+    from distributed import Pools
+
+    session_pools = Pools()
+    yield session_pools
+    session_pools.close()

@@ -1,4 +1,28 @@
 """Tensor-parallel runtime on torch.distributed, driven by a resolved strategy.
 
-Process groups, parallel layers and the optimizer wrapper land here (see the runtime issue).
+`init(strategy)` builds the dp × mp process groups; the layers and the optimizer wrapper read their
+settings from the group it makes current (or the `hcg=` they are given).
 """
+
+from .column import ColumnParallelLinear
+from .cross_entropy import ParallelCrossEntropy
+from .embedding import VocabParallelEmbedding
+from .groups import HybridGroup, current, destroy, group_layout, init
+from .optimizer import HybridParallelOptimizer, add_main_grad
+from .row import RowParallelLinear
+from .sharding import is_sharded
+
+__all__ = [
+    "ColumnParallelLinear",
+    "HybridGroup",
+    "HybridParallelOptimizer",
+    "ParallelCrossEntropy",
+    "RowParallelLinear",
+    "VocabParallelEmbedding",
+    "add_main_grad",
+    "current",
+    "destroy",
+    "group_layout",
+    "init",
+    "is_sharded",
+]

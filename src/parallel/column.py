@@ -1,0 +1,191 @@
+"""ColumnParallelLinear: the weight's output rows split across the mp group, with Paddle's three speed-ups.
+
+Linear computes y = x @ W.T, so splitting W on dim 0 (its rows) splits y's last dim: each rank computes
+its block of outputs from the full input, and the input gradient is a sum of every rank's part.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd import Function
+
+from strategy import MpSettings
+
+from . import comm
+from .groups import HybridGroup, current
+from .sharding import divide, mark_sharded, shard_init_generator, shard_of
+
+__all__ = ["ColumnParallelLinear"]
+
+_warned_overlap = False
+
+
+def _warn_if_no_overlap(x: torch.Tensor) -> None:
+    """On CUDA the all-reduce overlaps the dW GEMM only if kernels launch in order (Megatron's advice)."""
+    global _warned_overlap
+    if _warned_overlap or not x.is_cuda or os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
+        return
+    _warned_overlap = True
+    warnings.warn(
+        "mp_async_allreduce: set CUDA_DEVICE_MAX_CONNECTIONS=1 so the dx all-reduce is scheduled before the "
+        "dW GEMM; without it the two may not overlap",
+        RuntimeWarning,
+        stacklevel=4,
+    )
+
+
+def accumulate_weight_grad(param: nn.Parameter, grad_out: torch.Tensor, inp: torch.Tensor) -> None:
+    """param.main_grad (or .grad) += grad_out.T @ inp, as one accumulating GEMM (beta = 1): no dW temporary."""
+    target = getattr(param, "main_grad", None)
+    if target is None:
+        if param.grad is None:
+            param.grad = grad_out.t() @ inp  # first micro-batch: the GEMM writes the buffer it creates
+            return
+        target = param.grad
+    if grad_out.dtype == target.dtype:
+        target.addmm_(grad_out.t(), inp)
+    elif target.is_cuda:
+        torch.addmm(target, grad_out.t(), inp, out_dtype=target.dtype, out=target)  # bf16 GEMM, fp32 accumulate
+    else:
+        # CPU has no mixed-dtype GEMM: upcast the activations (not a dW-sized temporary).
+        target.addmm_(grad_out.t().to(target.dtype), inp.to(target.dtype))
+
+
+def accumulate_bias_grad(param: nn.Parameter, grad_out: torch.Tensor) -> None:
+    target = getattr(param, "main_grad", None)
+    if target is None:
+        if param.grad is None:
+            param.grad = grad_out.sum(0)
+            return
+        target = param.grad
+    target.add_(grad_out.sum(0, dtype=target.dtype))
+
+
+class _ColumnMatmul(Function):
+    """y = x @ W.T + b with the backward of mp_async_allreduce and mp_fused_linear_param_grad_add."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, group, fused):
+        ctx.save_for_backward(x, weight)
+        # The parameters themselves (not the saved copies) receive the fused in-place accumulation.
+        ctx.group, ctx.fused, ctx.weight, ctx.bias = group, fused, weight, bias
+        return F.linear(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        x, weight = ctx.saved_tensors
+        bias = ctx.bias
+        grad_out = grad_out.contiguous()
+        grad_x = grad_out @ weight
+        # Launch the dx all-reduce now and compute dW/db while it is in flight; wait only before returning.
+        handle = comm.all_reduce(grad_x, ctx.group, async_op=True)
+        g2 = grad_out.reshape(-1, grad_out.shape[-1])
+        x2 = x.reshape(-1, x.shape[-1])
+        grad_w = grad_b = None
+        if ctx.fused:
+            if ctx.needs_input_grad[1]:
+                accumulate_weight_grad(ctx.weight, g2, x2)
+            if bias is not None and ctx.needs_input_grad[2]:
+                accumulate_bias_grad(bias, g2)
+        else:
+            if ctx.needs_input_grad[1]:
+                grad_w = weight_grad(g2, x2)
+            if bias is not None and ctx.needs_input_grad[2]:
+                grad_b = g2.sum(0)
+        handle.wait()
+        return grad_x, grad_w, grad_b, None, None
+
+
+def weight_grad(grad_out: torch.Tensor, inp: torch.Tensor) -> torch.Tensor:
+    """dW = grad_out.T @ inp (a named function so tests can see when it runs)."""
+    return grad_out.t() @ inp
+
+
+class ColumnParallelLinear(nn.Module):
+    """Linear layer whose weight rows (outputs) are split across the mp group.
+
+    `weight` is this rank's contiguous block of rows of the full `[out, in]` weight, `bias` its block.
+    Flags come from the strategy the group resolved (`hcg.resolved.mp`), read once here.
+
+    Args:
+        gather_output: all-gather the output so every rank gets the full `[..., out]` (False keeps
+            `[..., out / mp]`, to feed a RowParallelLinear with input_is_parallel=True).
+        hcg: the hybrid group; None means `parallel.current()`.
+        init: "full" (default) builds the full nn.Linear weight with torch's RNG and keeps this rank's rows,
+            so shards equal the single-process layer's slices for the same seed; "shard" initialises only
+            the shard (same distribution, no full-size temporary) for layers too big for that.
+
+    Example::
+
+        up = ColumnParallelLinear(1024, 4096, gather_output=False)
+        down = RowParallelLinear(4096, 1024, input_is_parallel=True)
+        y = down(F.gelu(up(x)))
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        *,
+        gather_output: bool = True,
+        hcg: HybridGroup | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        init: str = "full",
+    ) -> None:
+        super().__init__()
+        hcg = hcg or current()
+        self.in_features, self.out_features = in_features, out_features
+        self.gather_output = gather_output
+        self.group, self.mp_rank, self.mp_size = hcg.mp_group, hcg.mp_rank, hcg.mp_size
+        self.settings: MpSettings = hcg.resolved.mp
+        local_out = divide(type(self).__name__, "out_features", out_features, self.mp_size)
+        weight, bias_t = _init_linear(in_features, out_features, local_out, bias, self.mp_rank, self.mp_size, device, dtype, init)
+        self.weight = mark_sharded(nn.Parameter(weight), 0)
+        self.bias = mark_sharded(nn.Parameter(bias_t), 0) if bias_t is not None else None
+        if bias_t is None:
+            self.register_parameter("bias", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.mp_size == 1:
+            return F.linear(x, self.weight, self.bias)
+        if self.settings.async_allreduce:
+            _warn_if_no_overlap(x)
+            if not self.settings.skip_c_identity:
+                x = comm.identity_node(x)
+            y = _ColumnMatmul.apply(x, self.weight, self.bias, self.group, self.settings.fused_linear_param_grad_add)
+        else:
+            y = F.linear(comm.copy_to_mp(x, self.group), self.weight, self.bias)
+        return comm.gather_from_mp(y, self.group) if self.gather_output else y
+
+    def extra_repr(self) -> str:
+        s = self.settings
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features} (local {self.weight.shape[0]}), "
+            f"gather_output={self.gather_output}, async_allreduce={s.async_allreduce}, "
+            f"skip_c_identity={s.skip_c_identity}, fused_linear_param_grad_add={s.fused_linear_param_grad_add}"
+        )
+
+
+def _init_linear(in_f, out_f, local_out, bias, rank, parts, device, dtype, init):
+    """Weight [local_out, in] and bias for one column shard, initialised like nn.Linear."""
+    if init == "full":
+        full = nn.Linear(in_f, out_f, bias=bias, device=device, dtype=dtype)
+        w = shard_of(full.weight.detach(), 0, rank, parts)
+        b = shard_of(full.bias.detach(), 0, rank, parts) if bias else None
+        return w, b
+    if init != "shard":
+        raise ValueError(f"init must be 'full' or 'shard', got {init!r}")
+    gen = shard_init_generator(device, rank)
+    bound = 1 / math.sqrt(in_f) if in_f > 0 else 0  # kaiming_uniform(a=sqrt(5)) on fan_in = in_f
+    w = torch.empty(local_out, in_f, device=device, dtype=dtype).uniform_(-bound, bound, generator=gen)
+    b = torch.empty(local_out, device=device, dtype=dtype).uniform_(-bound, bound, generator=gen) if bias else None
+    return w, b

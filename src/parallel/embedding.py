@@ -1,0 +1,63 @@
+"""VocabParallelEmbedding: the rows of the table split across the mp group.
+
+Each rank looks up the ids that fall in its block of rows, writes zeros for the rest, and an all-reduce
+sums the blocks: exactly one rank contributes each id's row.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from . import comm
+from .groups import HybridGroup, current
+from .sharding import divide, mark_sharded, shard_init_generator, shard_of
+
+__all__ = ["VocabParallelEmbedding"]
+
+
+class VocabParallelEmbedding(nn.Module):
+    """Embedding table split by rows (vocabulary) across the mp group.
+
+    `weight` is this rank's block `[num_embeddings / mp, embedding_dim]`, rows
+    `[mp_rank * V / mp, (mp_rank + 1) * V / mp)`. `init="full"` matches nn.Embedding's slices for the same
+    seed; `init="shard"` draws only the shard.
+    """
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        *,
+        hcg: HybridGroup | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        init: str = "full",
+    ) -> None:
+        super().__init__()
+        hcg = hcg or current()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.group, self.mp_rank, self.mp_size = hcg.mp_group, hcg.mp_rank, hcg.mp_size
+        local = divide(type(self).__name__, "num_embeddings", num_embeddings, self.mp_size)
+        self.vocab_start, self.vocab_end = self.mp_rank * local, (self.mp_rank + 1) * local
+        if init == "full":
+            full = nn.Embedding(num_embeddings, embedding_dim, device=device, dtype=dtype)
+            weight = shard_of(full.weight.detach(), 0, self.mp_rank, self.mp_size)
+        elif init == "shard":
+            gen = shard_init_generator(device, self.mp_rank)
+            weight = torch.empty(local, embedding_dim, device=device, dtype=dtype).normal_(generator=gen)
+        else:
+            raise ValueError(f"init must be 'full' or 'shard', got {init!r}")
+        self.weight = mark_sharded(nn.Parameter(weight), 0)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.mp_size == 1:
+            return F.embedding(ids, self.weight)
+        outside = (ids < self.vocab_start) | (ids >= self.vocab_end)
+        local_ids = (ids - self.vocab_start).masked_fill(outside, 0)
+        out = F.embedding(local_ids, self.weight).masked_fill(outside.unsqueeze(-1), 0.0)
+        return comm.reduce_from_mp(out, self.group)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings} (local rows {self.vocab_start}..{self.vocab_end}), {self.embedding_dim}"

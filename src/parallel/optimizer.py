@@ -1,0 +1,165 @@
+"""HybridParallelOptimizer: a torch optimizer made hybrid-parallel, with Paddle's mp sync options.
+
+Around the wrapped optimizer's step: gradients are averaged over the dp group; sync_grad (before) and
+sync_param / sync_moment (after) make values of parameters replicated across the mp group agree, by
+broadcast from mp rank 0 or by averaging. `main_grad` buffers (the fused flag's fp32 accumulators) are
+what the optimizer sees, and bf16/fp16 parameters are updated through fp32 master copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+from .groups import HybridGroup, current
+from .sharding import is_sharded
+
+__all__ = ["HybridParallelOptimizer", "add_main_grad"]
+
+_LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def add_main_grad(params: Iterable[nn.Parameter] | nn.Module, dtype: torch.dtype = torch.float32) -> None:
+    """Give each parameter a zeroed `main_grad` buffer (fp32 by default), where gradients then accumulate."""
+    if isinstance(params, nn.Module):
+        params = params.parameters()
+    for p in params:
+        if getattr(p, "main_grad", None) is None:
+            p.main_grad = torch.zeros_like(p, dtype=dtype, memory_format=torch.contiguous_format)
+
+
+def _grad_of(p: torch.Tensor) -> torch.Tensor | None:
+    main = getattr(p, "main_grad", None)
+    return main if main is not None else p.grad
+
+
+class HybridParallelOptimizer:
+    """Wrap `optimizer` (built on the model's parameters) for the current hybrid group.
+
+    step():
+      1. average every gradient (main_grad where present) over the dp group, one all-reduce per dtype;
+      2. sync_grad: replicated parameters' gradients agree across the mp group (sync_mode);
+      3. hand main_grad to the optimizer; bf16/fp16 parameters step through fp32 master copies;
+      4. sync_param / sync_moment: replicated parameters and their same-shaped optimizer state agree.
+    Sharded parameters (from the parallel layers) are never synced across the mp group.
+
+    Example::
+
+        opt = HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=3e-4))
+        loss.backward(); opt.step(); opt.zero_grad()
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, hcg: HybridGroup | None = None) -> None:
+        hcg = hcg or current()
+        self.optimizer = optimizer
+        self.hcg = hcg
+        self.settings = hcg.resolved.mp
+        # Low-precision parameters are replaced inside the optimizer by fp32 masters it updates instead.
+        self._master: dict[nn.Parameter, nn.Parameter] = {}
+        self._model_params: list[nn.Parameter] = []
+        for group in optimizer.param_groups:
+            for i, p in enumerate(group["params"]):
+                self._model_params.append(p)
+                if p.dtype in _LOW_PRECISION:
+                    master = nn.Parameter(p.detach().float())
+                    self._master[p] = master
+                    group["params"][i] = master
+
+    # -- pass-through ---------------------------------------------------------------------------------
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.optimizer.param_groups
+
+    @property
+    def state(self) -> Any:
+        return self.optimizer.state
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state_dict)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear `.grad` everywhere; `main_grad` buffers are zeroed in place (they are reused)."""
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+        for p in self._model_params:
+            if p.grad is not None:
+                p.grad = None if set_to_none else p.grad.zero_()
+            main = getattr(p, "main_grad", None)
+            if main is not None:
+                main.zero_()
+
+    # -- step -----------------------------------------------------------------------------------------
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        if closure is not None:
+            raise ValueError("HybridParallelOptimizer.step does not take a closure: run forward/backward first")
+        grads = [(p, g) for p in self._model_params if (g := _grad_of(p)) is not None]
+        if self.hcg.dp_size > 1:
+            _all_reduce_coalesced([g for _, g in grads], self.hcg.dp_group, average=True)
+        if self.settings.sync_grad:
+            self._sync([g for p, g in grads if not is_sharded(p)])
+        for p, g in grads:
+            target = self._master.get(p, p)
+            if target is not p or g is not p.grad:
+                target.grad = g if g.dtype == target.dtype else g.to(target.dtype)
+        result = self.optimizer.step()
+        if self.settings.sync_param:
+            self._sync([self._master.get(p, p) for p in self._model_params if not is_sharded(p)])
+        if self.settings.sync_moment:
+            self._sync(list(self._moments()))
+        for p, master in self._master.items():
+            p.copy_(master)
+        return result
+
+    def _moments(self) -> Iterator[torch.Tensor]:
+        """Tensor-valued optimizer state of replicated parameters, of the parameter's shape (Adam's m and v)."""
+        for p in self._model_params:
+            if is_sharded(p):
+                continue
+            owner = self._master.get(p, p)
+            for value in self.optimizer.state.get(owner, {}).values():
+                if torch.is_tensor(value) and value.shape == owner.shape:
+                    yield value
+
+    def _sync(self, tensors: list[torch.Tensor]) -> None:
+        if self.hcg.mp_size == 1 or not tensors:
+            return
+        if self.settings.sync_mode == "average":
+            _all_reduce_coalesced(tensors, self.hcg.mp_group, average=True)
+        else:
+            _broadcast_coalesced(tensors, self.hcg.mp_group)
+
+
+def _by_dtype(tensors: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
+    buckets: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
+    for t in tensors:
+        buckets.setdefault((t.dtype, t.device), []).append(t)
+    yield from buckets.values()
+
+
+def _all_reduce_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup, *, average: bool) -> None:
+    """One all-reduce per dtype over a flat buffer, results copied back in place."""
+    size = dist.get_world_size(group)
+    for bucket in _by_dtype(tensors):
+        flat = _flatten_dense_tensors(bucket)
+        dist.all_reduce(flat, group=group)
+        if average:
+            flat.div_(size)
+        for t, synced in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
+            t.copy_(synced)
+
+
+def _broadcast_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup) -> None:
+    """Copy mp rank 0's values to every rank of the group, one broadcast per dtype."""
+    for bucket in _by_dtype(tensors):
+        flat = _flatten_dense_tensors(bucket)
+        dist.broadcast(flat, group=group, group_src=0)
+        for t, synced in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
+            t.copy_(synced)
