@@ -34,8 +34,15 @@ def add_main_grad(params: Iterable[nn.Parameter] | nn.Module, dtype: torch.dtype
 
 
 def _grad_of(p: torch.Tensor) -> torch.Tensor | None:
+    """The gradient to step with: main_grad where the parameter has one (folding in any .grad that
+    autograd accumulated outside the fused path), else .grad."""
     main = getattr(p, "main_grad", None)
-    return main if main is not None else p.grad
+    if main is None:
+        return p.grad
+    if p.grad is not None:
+        main.add_(p.grad)
+        p.grad = None
+    return main
 
 
 class HybridParallelOptimizer:

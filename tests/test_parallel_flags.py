@@ -1,0 +1,47 @@
+"""Each mp flag really changes what the layers do (2 gloo ranks): nodes, copies, collectives and ordering."""
+
+from __future__ import annotations
+
+import pytest
+
+import tp_flag_cases as cases
+
+
+def test_skip_c_identity_drops_one_autograd_node_from_column_parallel_linear(pools):
+    with_identity = pools(2).run(cases.column_graph_nodes, 2, (True, False, False))[0]
+    skipped = pools(2).run(cases.column_graph_nodes, 2, (True, True, False))[0]
+    assert skipped == with_identity - 1
+
+
+def test_skip_c_identity_drops_the_copy_in_row_parallel_backward(pools):
+    copies = pools(2).run(cases.row_backward_copies, 2, (True, False, False))[0]
+    skipped = pools(2).run(cases.row_backward_copies, 2, (True, True, False))[0]
+    assert copies - skipped == 1
+    assert skipped == 0
+
+
+@pytest.mark.parametrize("flags", [(False, False, False), (True, False, False), (True, True, True)], ids=["plain", "async", "all"])
+@pytest.mark.parametrize("gather_output", [True, False], ids=["gather", "no_gather"])
+def test_column_parallel_linear_issues_one_dx_all_reduce_per_backward(pools, flags, gather_output):
+    forward, backward = pools(2).run(cases.column_collectives, 2, flags, gather_output)[0]
+    assert forward == ({"all_gather": 1} if gather_output else {})
+    assert backward == {"all_reduce": 1}
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
+def test_async_allreduce_launches_before_the_weight_grad_and_waits_after(pools, fused):
+    events = pools(2).run(cases.async_allreduce_is_issued_before_the_weight_grad, 2, fused)[0]
+    assert events == ["all_reduce(async)", "dW", "wait"]
+
+
+@pytest.mark.parametrize("micro_batches", [1, 4])
+def test_fused_flag_accumulates_into_main_grad_exactly_like_unfused_grads(pools, micro_batches):
+    pools(2).run(cases.fused_accumulates_into_main_grad, 2, micro_batches)
+
+
+def test_fused_flag_without_main_grad_accumulates_into_grad(pools):
+    pools(2).run(cases.fused_without_main_grad_accumulates_into_grad, 2)
+
+
+def test_mp_degree_1_layers_issue_no_collectives(pools):
+    assert pools(2).run(cases.mp_degree_1_layers_are_plain_torch, 2) == [0, 0]

@@ -1,0 +1,125 @@
+"""Rank-side checks that each mp flag changes what the layers do: graph nodes, copies, collectives, order."""
+
+from __future__ import annotations
+
+import torch
+
+import parallel
+from parallel import column as column_module
+from parallel import comm
+from rank_helpers import OpCounter, close, count_collectives, graph_nodes, init, make_strategy
+
+B, IN, OUT = 6, 8, 12
+
+
+def column_graph_nodes(world: int, flags) -> int:
+    init(make_strategy(world, flags=flags))
+    layer = parallel.ColumnParallelLinear(IN, OUT, gather_output=False)
+    return graph_nodes(layer(torch.randn(B, IN, requires_grad=True)))
+
+
+def row_backward_copies(world: int, flags) -> int:
+    """aten clone/copy ops run during RowParallelLinear's backward."""
+    init(make_strategy(world, flags=flags))
+    layer = parallel.RowParallelLinear(IN, OUT, input_is_parallel=True)
+    y = layer(torch.randn(B, IN // world, requires_grad=True))
+    counter = OpCounter()
+    with counter:
+        y.backward(torch.ones_like(y))
+    return counter.ops["clone"] + counter.ops["copy_"]
+
+
+def column_collectives(world: int, flags, gather_output: bool) -> tuple[dict, dict]:
+    init(make_strategy(world, flags=flags))
+    layer = parallel.ColumnParallelLinear(IN, OUT, gather_output=gather_output)
+    x = torch.randn(B, IN, requires_grad=True)
+    with count_collectives() as forward:
+        y = layer(x)
+    with count_collectives() as backward:
+        y.sum().backward()
+    return dict(forward), dict(backward)
+
+
+def async_allreduce_is_issued_before_the_weight_grad(world: int, fused: bool) -> list[str]:
+    """Record the order of: dx all-reduce launched, dW computed, all-reduce waited on."""
+    init(make_strategy(world, flags=(True, False, fused)))
+    layer = parallel.ColumnParallelLinear(IN, OUT)
+    events: list[str] = []
+    real_all_reduce, real_weight_grad, real_accumulate = comm.all_reduce, column_module.weight_grad, column_module.accumulate_weight_grad
+
+    class Work:
+        def __init__(self, work):
+            self.work = work
+
+        def wait(self):
+            events.append("wait")
+            return self.work.wait()
+
+    def all_reduce(t, group, *, async_op=False):
+        events.append("all_reduce(async)" if async_op else "all_reduce")
+        work = real_all_reduce(t, group, async_op=async_op)
+        return Work(work) if async_op else work
+
+    def weight_grad(*args):
+        events.append("dW")
+        return real_weight_grad(*args)
+
+    def accumulate(*args):
+        events.append("dW")
+        return real_accumulate(*args)
+
+    comm.all_reduce, column_module.weight_grad, column_module.accumulate_weight_grad = all_reduce, weight_grad, accumulate
+    try:
+        y = layer(torch.randn(B, IN, requires_grad=True))
+        y.sum().backward()
+    finally:
+        comm.all_reduce, column_module.weight_grad, column_module.accumulate_weight_grad = real_all_reduce, real_weight_grad, real_accumulate
+    return events
+
+
+def fused_accumulates_into_main_grad(world: int, micro_batches: int) -> None:
+    """K backward passes without zero_grad: main_grad holds the sum of the unfused gradients; .grad stays None."""
+    hcg = init(make_strategy(world, flags=(True, False, True)))
+    torch.manual_seed(0)
+    fused = parallel.ColumnParallelLinear(IN, OUT, gather_output=False)
+    parallel.add_main_grad(fused)
+    parallel.destroy()
+    init(make_strategy(world, flags=(True, False, False)))
+    torch.manual_seed(0)
+    plain = parallel.ColumnParallelLinear(IN, OUT, gather_output=False)
+    gen = torch.Generator().manual_seed(3)
+    for _ in range(micro_batches):
+        x = torch.randn(B, IN, generator=gen)
+        proj = torch.randn(B, OUT // world, generator=gen)
+        (fused(x.clone().requires_grad_()) * proj).sum().backward()
+        (plain(x.clone().requires_grad_()) * proj).sum().backward()
+    assert fused.weight.grad is None and fused.bias.grad is None, "fused flag must bypass .grad when main_grad exists"
+    close(fused.weight.main_grad, plain.weight.grad, "weight main_grad", rtol=1e-6, atol=1e-6)
+    close(fused.bias.main_grad, plain.bias.grad, "bias main_grad", rtol=1e-6, atol=1e-6)
+    assert hcg.mp_size == world
+
+
+def fused_without_main_grad_accumulates_into_grad(world: int) -> None:
+    init(make_strategy(world, flags=(True, False, True)))
+    torch.manual_seed(0)
+    layer = parallel.ColumnParallelLinear(IN, OUT, gather_output=False)
+    x = torch.randn(B, IN)
+    layer(x).sum().backward()
+    first = layer.weight.grad.clone()
+    layer(x).sum().backward()
+    close(layer.weight.grad, 2 * first, "accumulated .grad", rtol=1e-6, atol=1e-6)
+
+
+def mp_degree_1_layers_are_plain_torch(world: int) -> int:
+    """With mp_degree 1 (dp = world) the layers issue no collective and match nn.Linear exactly."""
+    init(make_strategy(1, dp=world, flags=(True, True, True)))
+    torch.manual_seed(0)
+    ref = torch.nn.Linear(IN, OUT)
+    torch.manual_seed(0)
+    col = parallel.ColumnParallelLinear(IN, OUT)
+    x = torch.randn(B, IN)
+    with count_collectives() as counts:
+        y = col(x)
+        y.sum().backward()
+    assert torch.equal(y, ref(x))
+    return sum(counts.values())

@@ -1,0 +1,69 @@
+"""Rank-side checks of parallel.init: layout, agreement between ranks, errors on every rank."""
+
+from __future__ import annotations
+
+import time
+
+import torch.distributed as dist
+
+import parallel
+import strategy
+from rank_helpers import init, make_strategy
+
+
+def layout(dp: int, mp: int) -> dict:
+    hcg = init(make_strategy(mp, dp=dp))
+    return {
+        "rank": hcg.rank,
+        "mp_ranks": list(dist.get_process_group_ranks(hcg.mp_group)),
+        "dp_ranks": list(dist.get_process_group_ranks(hcg.dp_group)),
+        "mp_rank": hcg.mp_rank,
+        "dp_rank": hcg.dp_rank,
+        "sizes": (hcg.mp_size, hcg.dp_size, hcg.world_size),
+        "current_is_it": parallel.current() is hcg,
+    }
+
+
+def current_before_init() -> str:
+    try:
+        parallel.current()
+    except RuntimeError as e:
+        return str(e)
+    raise AssertionError("current() did not raise before init")
+
+
+def disagreeing_strategies() -> tuple[str, float]:
+    rank = dist.get_rank()
+    flags = (rank == 1, False, False)  # rank 1 turns on mp_async_allreduce, rank 0 does not
+    start = time.monotonic()
+    try:
+        init(make_strategy(dist.get_world_size(), flags=flags))
+    except strategy.StrategyError as e:
+        return str(e), time.monotonic() - start
+    raise AssertionError("init accepted disagreeing strategies")
+
+
+def one_rank_cannot_load(path_for_rank_1: str) -> str:
+    """Rank 1's file is missing; every rank must raise instead of waiting for it."""
+    target = path_for_rank_1 if dist.get_rank() == 1 else make_strategy(dist.get_world_size())
+    try:
+        parallel.init(target)
+    except strategy.StrategyError as e:
+        return str(e)
+    raise AssertionError("init succeeded although rank 1 could not load its strategy")
+
+
+def init_from_path(path: str) -> tuple[int, bool]:
+    hcg = parallel.init(path)
+    return hcg.resolved.mp_degree, hcg.resolved.mp.async_allreduce
+
+
+def destroy_releases_groups() -> bool:
+    init(make_strategy(dist.get_world_size()))
+    parallel.destroy()
+    parallel.destroy()  # idempotent
+    try:
+        parallel.current()
+    except RuntimeError:
+        return dist.is_initialized()  # the default group was not created by init, so it stays
+    return False

@@ -1,0 +1,122 @@
+"""Rank-side checks of a small model and of HybridParallelOptimizer's sync options."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+import parallel
+from rank_helpers import close, init, make_strategy, shard
+
+V, H, FF, SEQ, BATCH, STEPS = 16, 8, 16, 5, 8, 5
+
+
+class Reference(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.up, self.down = nn.Embedding(V, H), nn.Linear(H, FF), nn.Linear(FF, H)
+        self.norm, self.head = nn.LayerNorm(H), nn.Linear(H, V)
+
+    def forward(self, ids, target):
+        h = self.emb(ids)
+        h = self.norm(h + self.down(F.gelu(self.up(h))))
+        return F.cross_entropy(self.head(h).reshape(-1, V), target.reshape(-1))
+
+
+class Parallel(nn.Module):
+    """The same model with its big matrices split across the mp group (same init order, same RNG draws)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = parallel.VocabParallelEmbedding(V, H)
+        self.up = parallel.ColumnParallelLinear(H, FF, gather_output=False)
+        self.down = parallel.RowParallelLinear(FF, H, input_is_parallel=True)
+        self.norm = nn.LayerNorm(H)
+        self.head = parallel.ColumnParallelLinear(H, V, gather_output=False)
+        self.loss = parallel.ParallelCrossEntropy()
+
+    def forward(self, ids, target):
+        h = self.emb(ids)
+        h = self.norm(h + self.down(F.gelu(self.up(h))))
+        return self.loss(self.head(h), target)
+
+
+SHARD_DIMS = {"emb.weight": 0, "up.weight": 0, "up.bias": 0, "down.weight": 1, "head.weight": 0, "head.bias": 0}
+
+
+def train_matches_single_process(dp: int, mp: int, flags, sync: dict, main_grad: bool) -> list[float]:
+    hcg = init(make_strategy(mp, dp=dp, flags=flags, **sync))
+    torch.manual_seed(0)
+    ref = Reference()
+    torch.manual_seed(0)
+    model = Parallel()
+    if main_grad:
+        parallel.add_main_grad(model)
+    opt_ref = torch.optim.Adam(ref.parameters(), lr=1e-2)
+    opt = parallel.HybridParallelOptimizer(torch.optim.Adam(model.parameters(), lr=1e-2))
+    gen = torch.Generator().manual_seed(7)
+    losses = []
+    for step in range(STEPS):
+        ids = torch.randint(0, V, (BATCH, SEQ), generator=gen)
+        target = torch.randint(0, V, (BATCH, SEQ), generator=gen)
+        loss_ref = ref(ids, target)
+        loss_ref.backward()
+        opt_ref.step()
+        opt_ref.zero_grad()
+        rows = slice(hcg.dp_rank * BATCH // dp, (hcg.dp_rank + 1) * BATCH // dp)  # this replica's part of the batch
+        loss = model(ids[rows], target[rows])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, group=hcg.dp_group)
+        close(mean / dp, loss_ref.detach(), f"step {step} loss", rtol=1e-5, atol=1e-6)
+        losses.append(float(loss_ref))
+        refs = dict(ref.named_parameters())
+        for name, p in model.named_parameters():
+            expected = refs[name].detach()
+            if name in SHARD_DIMS:
+                expected = shard(expected, SHARD_DIMS[name], hcg)
+            close(p.detach(), expected, f"step {step} {name}", rtol=1e-4, atol=1e-5)
+    if main_grad:
+        assert all(float(p.main_grad.abs().sum()) == 0 for p in model.parameters()), "zero_grad must clear main_grad"
+    return losses
+
+
+def sync_flags_act(mode: str, enabled: bool) -> dict:
+    """Replicated params, grads and Adam moments that differ across mp ranks end equal when synced."""
+    sync = {"sync_param": enabled, "sync_grad": enabled, "sync_moment": enabled, "sync_mode": mode}
+    hcg = init(make_strategy(dist.get_world_size(), **sync))
+    torch.manual_seed(0)
+    row = parallel.RowParallelLinear(8, 4)  # weight sharded, bias replicated
+    rank = hcg.mp_rank
+    with torch.no_grad():
+        row.bias.add_(rank)  # make the replicated copies disagree
+    before_bias = row.bias.detach().clone()
+    opt = parallel.HybridParallelOptimizer(torch.optim.Adam(row.parameters(), lr=0.0))
+    row.bias.grad = torch.full_like(row.bias, float(rank + 1))
+    row.weight.grad = torch.full_like(row.weight, float(rank + 1))
+    opt.step()
+    return {
+        "bias": row.bias.detach().tolist(),
+        "bias_before": before_bias.tolist(),
+        "bias_grad": row.bias.grad.tolist(),
+        "weight_grad": row.weight.grad.flatten()[:1].tolist(),
+        "bias_exp_avg": opt.state[row.bias]["exp_avg"].tolist(),
+        "weight_exp_avg": opt.state[row.weight]["exp_avg"].flatten()[:1].tolist(),
+    }
+
+
+def bf16_params_step_through_fp32_masters() -> tuple[str, str, float]:
+    init(make_strategy(dist.get_world_size()))
+    layer = parallel.RowParallelLinear(8, 4, dtype=torch.bfloat16)
+    parallel.add_main_grad(layer)
+    opt = parallel.HybridParallelOptimizer(torch.optim.SGD(layer.parameters(), lr=1e-3))
+    before = layer.bias.detach().float().clone()
+    layer.bias.main_grad.fill_(1.0)  # an fp32 gradient a bf16 update could not apply exactly
+    opt.step()
+    master = opt.param_groups[0]["params"][1]
+    step = float((before - master.detach()).mean())
+    return str(master.dtype), str(layer.bias.dtype), step
