@@ -62,3 +62,12 @@ def test_per_shard_init_makes_only_the_shard_with_nn_linear_bounds(pools):
     for shape, biggest in shapes:
         assert shape == [cases.OUT // 2, cases.IN]
         assert biggest <= 1 / math.sqrt(cases.IN)
+
+
+@pytest.mark.parametrize("case", [((False, False, False), "strict"), ((True, True, True), "strict")], ids=flag_id)
+def test_layers_match_torch_with_mp_degree_4(pools, case):
+    flags, policy = case
+    pool = pools(4)
+    pool.run(cases.column_parity, 4, flags, policy, False)
+    pool.run(cases.row_parity, 4, flags, policy, False)
+    pool.run(cases.embedding_parity, 4, flags, policy)
