@@ -5,14 +5,23 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import parallel
+import pytest
+
+import strategy
 import tp_group_cases as cases
 
 
-def test_layout_puts_mp_ranks_adjacent_and_dp_outermost():
-    assert parallel.group_layout(2, 2) == ([[0, 1], [2, 3]], [[0, 2], [1, 3]])
-    assert parallel.group_layout(1, 4) == ([[0, 1, 2, 3]], [[0], [1], [2], [3]])
-    assert parallel.group_layout(4, 1) == ([[0], [1], [2], [3]], [[0, 1, 2, 3]])
+@pytest.mark.parametrize(
+    ("dp", "mp", "groups"),
+    [
+        (2, 2, ([[0, 1], [2, 3]], [[0, 2], [1, 3]])),
+        (1, 4, ([[0, 1, 2, 3]], [[0], [1], [2], [3]])),
+        (4, 1, ([[0], [1], [2], [3]], [[0, 1, 2, 3]])),
+    ],
+)
+def test_layout_puts_mp_ranks_adjacent_and_dp_outermost(dp, mp, groups):
+    s = strategy.loads(f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} }}")
+    assert strategy.resolve(s, world_size=dp * mp).process_groups() == groups
 
 
 def test_init_builds_dp2_mp2_groups_in_four_processes(pools):

@@ -7,7 +7,7 @@ settings from the group it makes current (or the `hcg=` they are given).
 from .column import ColumnParallelLinear
 from .cross_entropy import ParallelCrossEntropy
 from .embedding import VocabParallelEmbedding
-from .groups import HybridGroup, current, destroy, group_layout, init
+from .groups import HybridGroup, current, destroy, init
 from .optimizer import HybridParallelOptimizer, add_main_grad
 from .row import RowParallelLinear
 from .sharding import is_sharded
@@ -22,7 +22,6 @@ __all__ = [
     "add_main_grad",
     "current",
     "destroy",
-    "group_layout",
     "init",
     "is_sharded",
 ]

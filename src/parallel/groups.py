@@ -19,7 +19,7 @@ from strategy import Resolved, StrategyError
 
 from .consensus import agree
 
-__all__ = ["HybridGroup", "current", "destroy", "group_layout", "init"]
+__all__ = ["HybridGroup", "current", "destroy", "init"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,13 +53,6 @@ class _State:
 
 
 _STATE = _State()
-
-
-def group_layout(dp: int, mp: int) -> tuple[list[list[int]], list[list[int]]]:
-    """(mp groups, dp groups) as rank lists: rank = dp_index * mp + mp_index."""
-    mp_groups = [[d * mp + m for m in range(mp)] for d in range(dp)]
-    dp_groups = [[d * mp + m for d in range(dp)] for m in range(mp)]
-    return mp_groups, dp_groups
 
 
 def init(
@@ -110,7 +103,7 @@ def init(
     agree(resolved, error, rank=rank, world_size=world)
     assert resolved is not None
 
-    mp_groups, dp_groups = group_layout(resolved.dp_degree, resolved.mp_degree)
+    mp_groups, dp_groups = resolved.process_groups()
     kwargs = {"timeout": timeout} if timeout is not None else {}
     mine: dict[str, tuple[dist.ProcessGroup, list[int]]] = {}
     for name, layout in (("mp", mp_groups), ("dp", dp_groups)):

@@ -5,22 +5,23 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import tempfile
-from pathlib import Path
 
 __all__ = ["write_atomic"]
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace `path` with `data` in one step, keeping an existing file's permissions."""
-    target = Path(path)
+    target = os.fspath(path)
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
+        mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    import tempfile  # not at import time: the CLI starts faster
+
+    folder, name = os.path.split(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

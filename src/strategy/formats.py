@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 
-import yaml
-from google.protobuf import json_format, text_format
-
-from . import binary, jsonread, textproto, yamlread
+from . import binary, textproto
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from .builder import Positions, build
 from .errors import Location, StrategyError
@@ -69,7 +67,8 @@ def parse(data: str | bytes, format: str, *, source: str, policy: str) -> tuple[
     text = decode(data, source) if isinstance(data, bytes) else data
     if format == "prototxt":
         return msg, build(msg, textproto.parse(text, source), policy=policy, text=True)
-    reader = jsonread if format == "json" else yamlread
+    # Imported on first use: the CLI starts faster when a run needs neither YAML nor JSON.
+    reader = importlib.import_module(".jsonread" if format == "json" else ".yamlread", __package__)
     return msg, build(msg, reader.parse(text, source), policy=policy)
 
 
@@ -78,9 +77,13 @@ def serialize(msg: DistributedStrategy, format: str) -> str | bytes:
     check_format(format)
     if format == "binary":
         return msg.SerializeToString()
+    from google.protobuf import json_format, text_format
+
     if format == "prototxt":
         return text_format.MessageToString(msg)
-    as_dict = json_format.MessageToDict(msg, preserving_proto_field_name=True)
     if format == "json":
         return json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=2) + "\n"
+    import yaml
+
+    as_dict = json_format.MessageToDict(msg, preserving_proto_field_name=True)
     return yaml.safe_dump(as_dict, sort_keys=False, default_flow_style=False) if as_dict else "{}\n"

@@ -7,8 +7,6 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from google.protobuf import json_format
-
 from . import overrides as _overrides
 from . import rules
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
@@ -44,6 +42,11 @@ def load(
     """
     source = os.fspath(path)
     fmt = format_for(source, format)
+    return _load(read_bytes(source), fmt, source, overrides, policy)
+
+
+def read_bytes(source: str) -> bytes:
+    """A file's bytes, at most one past the size limit; a StrategyError naming it when it cannot be read."""
     try:
         with open(source, "rb") as f:
             st = os.fstat(f.fileno())
@@ -51,7 +54,7 @@ def load(
             data = f.read(min(st.st_size, MAX_BYTES) + 1 if stat.S_ISREG(st.st_mode) else MAX_BYTES + 1)
     except OSError as e:
         raise StrategyError(f"cannot read the file: {e.strerror or e}", source=source) from None
-    return _load(data, fmt, source, overrides, policy)
+    return data
 
 
 def loads(
@@ -65,15 +68,21 @@ def loads(
     return _load(data, check_format(format, "<string>"), "<string>", overrides, policy)
 
 
-def _load(data: str | bytes, fmt: str, source: str, overrides: Iterable[str], policy: str) -> DistributedStrategy:
+def _load(
+    data: str | bytes, fmt: str, source: str, overrides: Iterable[str], policy: str, *, requires: bool = True
+) -> DistributedStrategy:
+    """Parse and check one document; `requires=False` (diff, explain) leaves `requires` rules to the caller."""
     rules.check_policy(policy)
     if len(data) > MAX_BYTES:
         raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
     msg, positions = parse(data, fmt, source=source, policy=policy)
     if overrides:
         positions.update(_overrides.apply(msg, overrides, policy=policy))
-    rules.check(msg, positions, policy=policy, source=source)
+    rules.check(msg, positions, policy=policy, source=source, requires=requires)
     return msg
+
+
+load_bytes = _load  # for the CLI, which also reads standard input
 
 
 def from_dict(d: Mapping[str, Any], *, policy: str = "strict") -> DistributedStrategy:
@@ -87,6 +96,8 @@ def from_dict(d: Mapping[str, Any], *, policy: str = "strict") -> DistributedStr
 
 def to_dict(s: DistributedStrategy) -> dict[str, Any]:
     """The fields that are set, as nested dicts with proto field names."""
+    from google.protobuf import json_format
+
     return json_format.MessageToDict(s, preserving_proto_field_name=True)
 
 

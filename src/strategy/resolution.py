@@ -17,7 +17,7 @@ from . import rules, schema
 from ._generated.distributed_strategy_pb2 import DistributedStrategy, HybridConfig, MpConfig
 from .errors import StrategyError, warn
 
-__all__ = ["MpSettings", "Resolved", "resolve"]
+__all__ = ["MpSettings", "Resolved", "resolve", "resolve_with_reasons"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MpSettings:
@@ -58,6 +58,12 @@ class Resolved:
     def world_size(self) -> int:
         return self.dp_degree * self.mp_degree * self.pp_degree * self.sharding_degree * self.sep_degree
 
+    def process_groups(self) -> tuple[list[list[int]], list[list[int]]]:
+        """(mp groups, dp groups) as rank lists, in PaddlePaddle's axis order: dp outermost, mp innermost,
+        so rank = dp_index * mp_degree + mp_index and the ranks of an mp group are adjacent."""
+        dp, mp = self.dp_degree, self.mp_degree
+        return [[d * mp + m for m in range(mp)] for d in range(dp)], [[d * mp + m for d in range(dp)] for m in range(mp)]
+
 
 def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> Resolved:
     """Check `s` against the world size and work out the effective settings.
@@ -75,15 +81,26 @@ def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: st
         r = strategy.resolve(strategy.load("tp.prototxt"), world_size=4)
         r.mp.async_allreduce, r.notes
     """
+    return resolve_with_reasons(s, world_size=world_size, policy=policy)[0]
+
+
+def resolve_with_reasons(
+    s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict", requires: bool = True
+) -> tuple[Resolved, dict[str, str]]:
+    """`resolve`, plus why each gated flag is off, by dotted path, whether or not the file set it (for explain).
+
+    `requires=False` resolves a file that breaks a `requires` rule as the warn policy does, without warning.
+    """
     rules.check_policy(policy)
-    rules.check(s, {}, policy=policy, source="<resolve>")
+    rules.check(s, {}, policy=policy, source="<resolve>", requires=requires)
     _warn_legacy_env()
     plan = _plan()
     notes: list[str] = []
+    reasons: dict[str, str] = {}
     hybrid = getattr(s, plan.hybrid)
     degrees = _degrees(plan, hybrid, world_size, notes)
-    mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes)
-    return Resolved(**degrees, mp=mp, notes=tuple(notes))
+    mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes, reasons)
+    return Resolved(**degrees, mp=mp, notes=tuple(notes)), reasons
 
 
 class _Axis(NamedTuple):
@@ -183,7 +200,7 @@ def _env_world_size() -> int | None:
         raise StrategyError(f"environment variable WORLD_SIZE={raw!r} is not an integer") from None
 
 
-def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: list[str]) -> MpSettings:
+def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: list[str], reasons: dict[str, str]) -> MpSettings:
     """Gate each bool flag: off when the mp axis is 1, or when the flag it requires is effectively off."""
     active = plan.gate is None or degrees[plan.gate] > 1
     prefix = f"{plan.hybrid}.{plan.mp}."
@@ -198,6 +215,7 @@ def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: 
                 reason = f"requires {prefix}{flag.requires}: true"
             if reason:
                 value = False
+                reasons[prefix + flag.name] = reason
                 if config.HasField(flag.name):
                     notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
         effective[flag.name] = value

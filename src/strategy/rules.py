@@ -24,11 +24,13 @@ def check_policy(policy: str) -> None:
         raise ValueError(f"policy must be one of {', '.join(map(repr, POLICIES))}, got {policy!r}")
 
 
-def check(msg: Message, positions: dict[str, Location], *, policy: str, source: str | None = None) -> None:
-    """Raise on out-of-range values; raise (strict) or warn (warn) on broken `requires` rules."""
+def check(
+    msg: Message, positions: dict[str, Location], *, policy: str, source: str | None = None, requires: bool = True
+) -> None:
+    """Raise on out-of-range values; raise (strict) or warn (warn) on broken `requires` rules (unless not `requires`)."""
     broken: list[tuple[str, str]] = []
     _walk(msg, "", positions, source, broken)
-    for path, needed in broken:
+    for path, needed in broken if requires else ():
         where = positions.get(path) or Location(source)
         text = f"{path} requires {needed}: true"
         if policy == "strict":

@@ -8,7 +8,6 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Iterator
-from importlib import resources
 from typing import Any
 
 from google.protobuf import descriptor_pb2
@@ -103,6 +102,8 @@ def field_by_path(path: str, root: Descriptor = ROOT) -> list[FieldDescriptor]:
 @functools.cache
 def _docs() -> dict[tuple[str, str], str]:
     """Leading comments of every field, from the descriptor set built with --include_source_info."""
+    from importlib import resources  # only when docs are asked for: keeps `strategy validate` quick
+
     data = resources.files("strategy._generated").joinpath("distributed_strategy.desc").read_bytes()
     files = descriptor_pb2.FileDescriptorSet.FromString(data)
     out: dict[tuple[str, str], str] = {}

@@ -1,0 +1,137 @@
+"""`validate`, `resolve` and `explain`: is a file right, and what will a run actually do with it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from .. import rules, schema
+from ..errors import StrategyError
+from ..resolution import Resolved, resolve, resolve_with_reasons
+from .common import add_format, add_policy, add_set, add_world_size, read, subparser
+
+__all__ = ["format_resolved", "register"]
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    v = subparser(
+        sub, "validate", "check strategy files",
+        "Check every file: syntax, field names and types, value ranges, `requires` rules, and the degrees\n"
+        "against --world-size. Each problem is reported as file:line:col: message; exit 1 if any file is invalid.",
+        "strategy validate tp2.prototxt dp2_tp2.yaml --world-size 4",
+    )
+    v.add_argument("files", nargs="+", metavar="FILE", help="strategy files ('-' reads standard input)")
+    add_format(v, "--from", "the files")
+    add_world_size(v), add_policy(v), add_set(v)
+    v.set_defaults(run=_validate)
+
+    r = subparser(
+        sub, "resolve", "print the effective settings",
+        "Print the settings a run would use: degrees, effective mp flags and notes on what has no effect.\n\n"
+        "fields:\n" + _field_help(),
+        "strategy resolve tp2.prototxt --world-size 2",
+    )
+    r.add_argument("file", metavar="FILE")
+    add_format(r, "--from", "the file")
+    add_world_size(r), add_policy(r), add_set(r)
+    r.set_defaults(run=_resolve)
+
+    e = subparser(
+        sub, "explain", "explain each setting: value, set or default, effect, and the process groups",
+        "A table of every field: its value, whether the file set it or it is the default, and whether it\n"
+        "takes effect (and why not), then the notes and which ranks form each mp and dp group.\n"
+        "A file that breaks a `requires` rule is still explained; the rule is shown.",
+        "strategy explain tp2.prototxt --world-size 4",
+    )
+    e.add_argument("file", metavar="FILE")
+    add_format(e, "--from", "the file")
+    add_world_size(e), add_set(e)
+    e.set_defaults(run=_explain)
+
+
+def _field_help() -> str:
+    """Every field's path, default and documentation, from the comments in the .proto."""
+    import textwrap
+
+    out = []
+    for path, field in schema.walk():
+        default = "" if schema.is_message(field) else f" (default {_show(field.default_value)})"
+        out.append(f"  {path}{default}\n" + textwrap.fill(schema.doc(field), 96, initial_indent="      ", subsequent_indent="      "))
+    return "\n".join(out)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else str(value)
+
+
+def format_resolved(resolved: Resolved) -> str:
+    """A plain `name: value` listing of the effective settings and notes."""
+    lines = []
+    for f in dataclasses.fields(resolved):
+        value = getattr(resolved, f.name)
+        if f.name == "mp":
+            lines += [f"mp.{k}: {_show(v)}" for k, v in dataclasses.asdict(value).items()]
+        elif f.name != "notes":
+            lines.append(f"{f.name}: {value}")
+    lines += [f"note: {n}" for n in resolved.notes]
+    return "\n".join(lines)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            resolve(read(path, args.from_, overrides=args.overrides, policy=args.policy), world_size=args.world_size, policy=args.policy)
+            print(f"{path}: ok")
+        except StrategyError as e:
+            print(e, file=sys.stderr)
+            failed += 1
+    return 1 if failed else 0
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    s = read(args.file, args.from_, overrides=args.overrides, policy=args.policy)
+    print(format_resolved(resolve(s, world_size=args.world_size, policy=args.policy)))
+    return 0
+
+
+def _explain(args: argparse.Namespace) -> int:
+    s = read(args.file, args.from_, overrides=args.overrides, requires=False)
+    resolved, reasons = resolve_with_reasons(s, world_size=args.world_size, requires=False)
+    rows = [("field", "value", "source", "effect")]
+    for path, field in schema.walk():
+        if schema.is_message(field):
+            continue
+        owner, value, is_set = s, None, True
+        for name in path.split("."):
+            is_set = is_set and owner.HasField(name)
+            value = getattr(owner, name)
+            owner = value
+        rows.append((path, _show(value), "set" if is_set else "default", _effect(path, value, field, reasons, resolved)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    for path, needed in rules.requires_violations(s):
+        print(f"\nrule broken: {path} requires {needed}: true (an error under --policy strict; Paddle turns it off)")
+    if resolved.notes:
+        print("\nnotes:")
+        print("\n".join(f"  {n}" for n in resolved.notes))
+    mp_groups, dp_groups = resolved.process_groups()
+    print(f"\nprocess groups for {resolved.world_size} ranks (dp outermost, mp innermost):")
+    print("  mp groups: " + " ".join(str(g) for g in mp_groups))
+    print("  dp groups: " + " ".join(str(g) for g in dp_groups))
+    return 0
+
+
+def _effect(path: str, value: object, field, reasons: dict[str, str], resolved: Resolved) -> str:
+    if path in reasons:
+        return f"no effect: {reasons[path]}"
+    if schema.option(field, "axis"):
+        actual = getattr(resolved, field.name)
+        return f"inferred: {actual}" if actual != value else ""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return ""

@@ -1,0 +1,96 @@
+"""What the subcommands share: reading (files or stdin), atomic writing (files or stdout), common flags."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Iterable
+
+from .._generated.distributed_strategy_pb2 import DistributedStrategy
+from ..atomic import write_atomic
+from ..errors import StrategyError
+from ..formats import FORMATS, format_for, serialize
+from ..io import load_bytes, read_bytes
+from ..rules import POLICIES
+
+__all__ = ["add_format", "add_policy", "add_set", "add_world_size", "read", "subparser", "warn_to_stderr", "write"]
+
+STDIO = "-"
+
+
+def subparser(sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str) -> argparse.ArgumentParser:
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=description,
+        epilog=f"example:\n  {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
+def add_policy(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--policy", choices=POLICIES, default="strict",
+        help="'warn' accepts what Paddle silently tolerates (unknown keys, flags whose requirement is off), with warnings",
+    )
+
+
+def add_set(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="a.b.c=V",
+                   help="override a field after the file is read (repeatable)")
+
+
+def add_world_size(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--world-size", type=int, metavar="N", help="number of ranks (default: WORLD_SIZE, else the degrees' product)")
+
+
+def add_format(p: argparse.ArgumentParser, flag: str, what: str) -> None:
+    """--from or --to; the value lands in args.from_ or args.to."""
+    dest = flag.lstrip("-") + ("_" if flag == "--from" else "")
+    p.add_argument(flag, dest=dest, choices=FORMATS, help=f"format of {what} (default: from the extension; prototxt for -)")
+
+
+def _format(path: str, fmt: str | None) -> str:
+    if fmt is not None or path != STDIO:
+        return format_for(path, fmt)
+    return "prototxt"
+
+
+def read(
+    path: str, fmt: str | None = None, *, overrides: Iterable[str] = (), policy: str = "strict", requires: bool = True
+) -> DistributedStrategy:
+    """Load a strategy from a file or, for "-", standard input."""
+    fmt_ = _format(path, fmt)
+    if path == STDIO:
+        return load_bytes(sys.stdin.buffer.read(), fmt_, "<stdin>", overrides, policy, requires=requires)
+    return load_bytes(read_bytes(path), fmt_, path, overrides, policy, requires=requires)
+
+
+def write(s: DistributedStrategy, path: str, fmt: str | None = None) -> None:
+    """Write to a file atomically, or to standard output for "-"."""
+    fmt_ = _format(path, fmt)
+    data = serialize(s, fmt_)
+    raw = data if isinstance(data, bytes) else data.encode("utf-8")
+    if path == STDIO:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.buffer.flush()
+        return
+    try:
+        write_atomic(path, raw)
+    except OSError as e:
+        raise StrategyError(f"cannot write the file: {e.strerror or e}", source=path) from None
+
+
+def warn_to_stderr() -> None:
+    """Show each StrategyWarning once, as `strategy: warning: ...`, without Python's source line."""
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
+        print(f"strategy: warning: {message}", file=sys.stderr)
+
+    warnings.showwarning = show
+    warnings.simplefilter("default")
+
+
+def exists(path: str) -> bool:
+    return path != STDIO and os.path.exists(path)

@@ -1,0 +1,86 @@
+"""`schema`, `defaults` and `migrate-env`: documents generated from the schema itself."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from google.protobuf.message import Message
+
+from .. import rules, schema
+from .._generated.distributed_strategy_pb2 import DistributedStrategy
+from ..json_schema import json_schema
+from .common import add_format, read, subparser, write
+
+__all__ = ["register"]
+
+_ON = ("1", "true")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = subparser(
+        sub, "schema", "print a JSON Schema for strategy files",
+        "A JSON Schema (draft 2020-12) generated from the proto: types, ranges, allowed values, defaults,\n"
+        "the field comments as descriptions, `requires` rules, and no unknown keys. Point your editor's\n"
+        "YAML/JSON support at it to complete and check strategy files.",
+        "strategy schema > strategy.schema.json",
+    )
+    s.add_argument("--format", choices=["json-schema"], default="json-schema")
+    s.set_defaults(run=_schema)
+
+    d = subparser(
+        sub, "defaults", "print the full default strategy",
+        "The default strategy with every field spelled out (prototxt unless --to).",
+        "strategy defaults --to yaml",
+    )
+    add_format(d, "--to", "the output")
+    d.set_defaults(run=_defaults)
+
+    m = subparser(
+        sub, "migrate-env", "turn legacy Flags_* environment variables into a strategy file",
+        "Read the environment variables older releases used instead of MpConfig fields\n"
+        f"({', '.join(env for _, _, env in schema.fields_with('legacy_env'))}; '1' or 'true' is on,\n"
+        "case-insensitive) and print a strategy that sets every matching field, the ones that are off\n"
+        "included. --merge FILE sets them in an existing strategy instead.",
+        "Flags_mp_aysnc_allreduce=1 strategy migrate-env --merge tp.prototxt",
+    )
+    add_format(m, "--to", "the output")
+    m.add_argument("--merge", metavar="FILE", help="strategy to set the fields in (its other fields are kept)")
+    m.set_defaults(run=_migrate_env)
+
+
+def _schema(args: argparse.Namespace) -> int:
+    print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def _fill_defaults(msg: Message) -> None:
+    for field in msg.DESCRIPTOR.fields:
+        if schema.is_message(field):
+            _fill_defaults(getattr(msg, field.name))
+        elif not field.is_repeated:
+            setattr(msg, field.name, field.default_value)
+
+
+def _defaults(args: argparse.Namespace) -> int:
+    s = DistributedStrategy()
+    _fill_defaults(s)
+    write(s, "-", args.to or "prototxt")
+    return 0
+
+
+def _migrate_env(args: argparse.Namespace) -> int:
+    s = read(args.merge, requires=False) if args.merge else DistributedStrategy()
+    for path, _, env in schema.fields_with("legacy_env"):
+        *parents, name = path.split(".")
+        owner = s
+        for parent in parents:
+            owner = getattr(owner, parent)
+        setattr(owner, name, os.environ.get(env, "").strip().lower() in _ON)
+    for dependent, needed in rules.requires_violations(s):
+        print(f"strategy: warning: {dependent} requires {needed}: true; Paddle turned it off silently, "
+              "this project rejects it under --policy strict", file=sys.stderr)
+    write(s, "-", args.to or "prototxt")
+    return 0

@@ -1,0 +1,109 @@
+"""`strategy validate`, `resolve` and `explain`: exit codes 0 / 1 / 2 and located errors on stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import PADDLE_FIXTURES
+
+
+def strategy_cli(*args: str, cwd=None, stdin: str | None = None, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "strategy", *args], capture_output=True, text=True, timeout=60,
+                          cwd=cwd, input=stdin, env=env)
+
+
+def test_validate_accepts_paddles_files():
+    files = sorted(str(p) for p in PADDLE_FIXTURES.iterdir() if p.suffix in (".prototxt", ".json", ".binpb"))
+    result = strategy_cli("validate", *files)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(": ok") == 9
+
+
+def test_validate_reports_every_bad_file_and_exits_1(write):
+    bad1 = write("a.prototxt", "hybrid_configs { mp_degre: 2 }")
+    bad2 = write("b.yaml", "hybrid_configs: {mp_configs: {mp_skip_c_identity: true}}")
+    good = write("c.json", '{"hybrid_configs": {"mp_degree": 2}}')
+    result = strategy_cli("validate", str(bad1), str(good), str(bad2), "--world-size", "2")
+    assert result.returncode == 1
+    assert f"{bad1}:1:18: unknown field hybrid_configs.mp_degre; did you mean 'mp_degree'?" in result.stderr
+    assert f"{bad2}:1:31: hybrid_configs.mp_configs.mp_skip_c_identity requires" in result.stderr
+    assert f"{good}: ok" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_checks_the_degrees_against_the_world_size(write):
+    path = write("a.prototxt", "hybrid_configs { dp_degree: 1 mp_degree: 2 }")
+    assert strategy_cli("validate", str(path), "--world-size", "2").returncode == 0
+    result = strategy_cli("validate", str(path), "--world-size", "4")
+    assert result.returncode == 1
+    assert "multiply to 2, but the world size is 4" in result.stderr
+
+
+def test_usage_errors_exit_2():
+    assert strategy_cli("validate").returncode == 2
+    assert strategy_cli("frobnicate").returncode == 2
+
+
+def test_resolve_prints_effective_settings_and_notes(write):
+    path = write("a.prototxt", "hybrid_configs { mp_degree: 2 mp_configs { mp_skip_c_identity: true } }")
+    result = strategy_cli("resolve", str(path), "--world-size", "2", "--policy", "warn")
+    assert result.returncode == 0, result.stderr
+    assert "mp.skip_c_identity: false" in result.stdout
+    assert "note: hybrid_configs.mp_configs.mp_skip_c_identity is set but has no effect: requires" in result.stdout
+    assert "strategy: warning: " in result.stderr
+
+
+def test_field_comments_from_the_proto_reach_the_cli_help():
+    result = strategy_cli("resolve", "--help")
+    assert result.returncode == 0
+    assert "hybrid_configs.mp_configs.mp_skip_c_identity (default false)" in result.stdout
+    assert "Requires mp_async_allreduce" in result.stdout
+
+
+def test_validate_reads_standard_input():
+    result = strategy_cli("validate", "-", "--from", "yaml", stdin="hybrid_configs: {mp_degre: 2}\n")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "<stdin>:1:18: unknown field hybrid_configs.mp_degre; did you mean 'mp_degree'?"
+
+
+def test_validate_missing_file_exits_1_without_traceback(tmp_path):
+    result = strategy_cli("validate", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"{tmp_path / 'nope.yaml'}: cannot read the file: No such file or directory"
+
+
+def test_validate_applies_overrides_and_policy(write):
+    path = write("a.prototxt", "hybrid_configs { mp_degree: 2 mp_configs { mp_skip_c_identity: true } }")
+    assert strategy_cli("validate", str(path), "--world-size", "2").returncode == 1
+    assert strategy_cli("validate", str(path), "--world-size", "2", "--policy", "warn").returncode == 0
+    fixed = strategy_cli("validate", str(path), "--world-size", "2", "--set", "hybrid_configs.mp_configs.mp_async_allreduce=true")
+    assert fixed.returncode == 0, fixed.stderr
+
+
+def test_explain_shows_values_sources_effects_and_groups(write):
+    path = write("a.prototxt", "hybrid_configs { mp_degree: 2 mp_configs { mp_skip_c_identity: true } }")
+    result = strategy_cli("explain", str(path), "--world-size", "4")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split()[0]: line.split(None, 3)[1:] for line in result.stdout.splitlines() if line.startswith("hybrid_configs.")}
+    assert rows["hybrid_configs.dp_degree"] == ["-1", "default", "inferred: 2"]
+    assert rows["hybrid_configs.mp_configs.mp_skip_c_identity"] == [
+        "true", "set", "no effect: requires hybrid_configs.mp_configs.mp_async_allreduce: true"]
+    assert rows["hybrid_configs.mp_configs.mp_async_allreduce"] == ["false", "default", "off"]
+    assert "rule broken: hybrid_configs.mp_configs.mp_skip_c_identity requires" in result.stdout
+    assert "  mp groups: [0, 1] [2, 3]" in result.stdout
+    assert "  dp groups: [0, 2] [1, 3]" in result.stdout
+
+
+def test_explain_says_when_mp_degree_1_disables_a_flag(write):
+    path = write("a.yaml", "hybrid_configs: {dp_degree: 1, mp_configs: {mp_async_allreduce: true}}")
+    result = strategy_cli("explain", str(path))
+    line = next(l for l in result.stdout.splitlines() if l.startswith("hybrid_configs.mp_configs.mp_async_allreduce"))
+    assert line.split(None, 3)[1:] == ["true", "set", "no effect: mp_degree is 1"]
+
+
+def test_every_subcommand_has_help_with_an_example():
+    for command in ["convert", "validate", "resolve", "explain", "diff", "schema", "defaults", "migrate-env", "fmt"]:
+        result = strategy_cli(command, "--help")
+        assert result.returncode == 0, command
+        assert "example:\n  strategy " in result.stdout or "example:\n  Flags_" in result.stdout, command

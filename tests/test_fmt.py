@@ -1,0 +1,107 @@
+"""`strategy fmt` and the formatter behind it: canonical layout, every comment kept, idempotent, atomic."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from google.protobuf import text_format
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import strategy
+from strategies import messages
+from strategy.textfmt import format_text
+from test_cli_check import strategy_cli
+
+MESSY = """# Strategy for 2 ranks
+
+hybrid_configs: {   # hybrid
+  dp_degree:1 ;  mp_degree : 2 # two ranks
+
+
+
+  # model parallel options
+  mp_configs <
+    mp_async_allreduce: True
+    sync_mode: "average" # mode
+    # nothing after this
+  >  # end of mp_configs
+}
+# trailing remark
+"""
+
+CANONICAL = """# Strategy for 2 ranks
+
+hybrid_configs {  # hybrid
+  dp_degree: 1
+  mp_degree: 2  # two ranks
+
+  # model parallel options
+  mp_configs {
+    mp_async_allreduce: true
+    sync_mode: "average"  # mode
+    # nothing after this
+  }  # end of mp_configs
+}
+# trailing remark
+"""
+
+
+def comments(text: str) -> list[str]:
+    return re.findall(r"#[^\n]*", text)
+
+
+def test_fmt_produces_the_canonical_layout_and_keeps_comments_in_place():
+    assert format_text(MESSY) == CANONICAL
+
+
+def test_fmt_is_idempotent_and_keeps_the_meaning():
+    assert format_text(CANONICAL) == CANONICAL
+    assert strategy.loads(MESSY) == strategy.loads(CANONICAL)
+
+
+@settings(max_examples=150, deadline=None)
+@given(messages(), st.booleans(), st.lists(st.text(alphabet="abc XYZ#:{}", max_size=12), max_size=8), st.randoms())
+def test_fmt_never_loses_a_comment_or_changes_the_message(msg, one_line, notes, rnd):
+    lines = text_format.MessageToString(msg, as_one_line=one_line).splitlines()
+    for note in notes:  # sprinkle own-line and end-of-line comments
+        at = rnd.randrange(len(lines) + 1)
+        if lines and rnd.random() < 0.5 and at < len(lines):
+            lines[at] += f"  # {note}"
+        else:
+            lines.insert(at, f"# {note}")
+    text = "\n".join(lines) + "\n"
+    out = format_text(text)
+    assert sorted(comments(out)) == sorted(comments(text))
+    assert strategy.loads(out) == msg
+    assert format_text(out) == out
+
+
+def test_fmt_rewrites_in_place_atomically_and_reports(write, tmp_path):
+    path = write("s.prototxt", MESSY)
+    path.chmod(0o640)
+    result = strategy_cli("fmt", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{path}: reformatted"
+    assert path.read_text() == CANONICAL
+    assert oct(path.stat().st_mode & 0o777) == "0o640"
+    assert os.listdir(tmp_path) == ["s.prototxt"]
+    assert strategy_cli("fmt", str(path)).stdout == ""  # already canonical: nothing to say
+
+
+def test_fmt_check_lists_files_that_would_change_and_writes_nothing(write):
+    messy, clean = write("a.prototxt", MESSY), write("b.prototxt", CANONICAL)
+    result = strategy_cli("fmt", "--check", str(messy), str(clean))
+    assert result.returncode == 1
+    assert result.stdout.strip() == f"{messy}: would reformat"
+    assert messy.read_text() == MESSY
+    assert strategy_cli("fmt", "--check", str(clean)).returncode == 0
+
+
+def test_fmt_leaves_a_file_with_a_syntax_error_untouched(write):
+    path = write("bad.prototxt", "hybrid_configs {\n  mp_degree: 2\n")
+    result = strategy_cli("fmt", str(path))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"{path}:3:1: expected '}}' before end of file"
+    assert path.read_text() == "hybrid_configs {\n  mp_degree: 2\n"
