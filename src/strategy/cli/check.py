@@ -9,7 +9,7 @@ import sys
 from .. import rules, schema
 from ..errors import StrategyError
 from ..resolution import Resolved, resolve, resolve_with_reasons
-from .common import add_format, add_policy, add_set, add_world_size, read, subparser
+from .common import add_format, add_policy, add_set, add_world_size, read, show_value, subparser
 
 __all__ = ["format_resolved", "register"]
 
@@ -56,15 +56,10 @@ def _field_help() -> str:
 
     out = []
     for path, field in schema.walk():
-        default = "" if schema.is_message(field) else f" (default {_show(field.default_value)})"
+        default = "" if schema.is_message(field) else f" (default {show_value(field.default_value)})"
         out.append(f"  {path}{default}\n" + textwrap.fill(schema.doc(field), 96, initial_indent="      ", subsequent_indent="      "))
     return "\n".join(out)
 
-
-def _show(value: object) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f'"{value}"' if isinstance(value, str) else str(value)
 
 
 def format_resolved(resolved: Resolved) -> str:
@@ -73,7 +68,7 @@ def format_resolved(resolved: Resolved) -> str:
     for f in dataclasses.fields(resolved):
         value = getattr(resolved, f.name)
         if f.name == "mp":
-            lines += [f"mp.{k}: {_show(v)}" for k, v in dataclasses.asdict(value).items()]
+            lines += [f"mp.{k}: {show_value(v)}" for k, v in dataclasses.asdict(value).items()]
         elif f.name != "notes":
             lines.append(f"{f.name}: {value}")
     lines += [f"note: {n}" for n in resolved.notes]
@@ -110,7 +105,7 @@ def _explain(args: argparse.Namespace) -> int:
             is_set = is_set and owner.HasField(name)
             value = getattr(owner, name)
             owner = value
-        rows.append((path, _show(value), "set" if is_set else "default", _effect(path, value, field, reasons, resolved)))
+        rows.append((path, show_value(value), "set" if is_set else "default", _effect(path, value, field, reasons, resolved)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())

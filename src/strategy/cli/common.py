@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
 from collections.abc import Iterable
@@ -15,7 +14,7 @@ from ..formats import FORMATS, format_for, serialize
 from ..io import load_bytes, read_bytes
 from ..rules import POLICIES
 
-__all__ = ["add_format", "add_policy", "add_set", "add_world_size", "read", "subparser", "warn_to_stderr", "write"]
+__all__ = ["add_format", "add_policy", "add_set", "add_world_size", "read", "show_value", "subparser", "warn_to_stderr", "write"]
 
 STDIO = "-"
 
@@ -92,5 +91,8 @@ def warn_to_stderr() -> None:
     warnings.simplefilter("default")
 
 
-def exists(path: str) -> bool:
-    return path != STDIO and os.path.exists(path)
+def show_value(value: object) -> str:
+    """A value as a strategy file spells it: true/false, quoted strings."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f'"{value}"' if isinstance(value, str) else str(value)

@@ -8,7 +8,7 @@ import sys
 from google.protobuf.message import Message
 
 from .. import rules, schema
-from .common import add_format, add_policy, add_set, read, subparser, write
+from .common import add_format, add_policy, add_set, read, show_value, subparser, write
 
 __all__ = ["register"]
 
@@ -65,12 +65,7 @@ def _diff(args: argparse.Namespace) -> int:
     left, right = _effective(a), _effective(b)
     changed = [p for p in left if left[p] != right[p]]
     for path in changed:
-        print(f"{path}: {_show(left[path])} -> {_show(right[path])}")
+        print(f"{path}: {show_value(left[path])} -> {show_value(right[path])}")
     return 1 if changed else 0
 
-
-def _show(value: object) -> str:
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f'"{value}"' if isinstance(value, str) else str(value)
 
