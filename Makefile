@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test,dev]'
+	$(PY) -m pip install --quiet -e '.[test,dev,examples]'
 	touch $(STAMP)
 
 proto: $(STAMP)
@@ -31,9 +31,12 @@ proto-check: $(STAMP)
 test: $(STAMP) proto-check
 	$(PY) -m pytest -q
 
+# The main job: 2 CPU ranks (gloo) train a small GPT with all three column-parallel flags on.
 demo: $(STAMP)
 	$(VENV)/bin/strategy validate examples/strategies/*.prototxt
-	$(VENV)/bin/strategy resolve examples/strategies/mp2_all_flags.prototxt --world-size 2
+	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 examples/train_gpt.py \
+		--strategy examples/strategies/mp2_all_flags.prototxt --steps 400 --out out/demo --trace
+	@echo "outputs: out/demo/{strategy.prototxt,loss.png,summary.json,trace_rank0.json}"
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import PADDLE_FIXTURES
+from conftest import PADDLE_FIXTURES, ROOT
 
 
 def strategy_cli(*args: str, cwd=None, stdin: str | None = None, env=None) -> subprocess.CompletedProcess:
@@ -107,3 +107,11 @@ def test_every_subcommand_has_help_with_an_example():
         result = strategy_cli(command, "--help")
         assert result.returncode == 0, command
         assert "example:\n  strategy " in result.stdout or "example:\n  Flags_" in result.stdout, command
+
+
+def test_the_example_strategies_are_valid_and_formatted():
+    files = sorted(str(p) for p in (ROOT / "examples" / "strategies").glob("*.prototxt"))
+    assert len(files) == 3
+    result = strategy_cli("validate", *files)
+    assert result.returncode == 0, result.stderr
+    assert strategy_cli("fmt", "--check", *files).returncode == 0

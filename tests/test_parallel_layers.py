@@ -71,3 +71,10 @@ def test_layers_match_torch_with_mp_degree_4(pools, case):
     pool.run(cases.column_parity, 4, flags, policy, False)
     pool.run(cases.row_parity, 4, flags, policy, False)
     pool.run(cases.embedding_parity, 4, flags, policy)
+
+
+@pytest.mark.parametrize("case", [((False, False, False), "strict"), ((True, True, True), "strict")], ids=flag_id)
+def test_layers_without_bias_match_torch(pools, case):
+    flags, policy = case
+    pools(2).run(cases.column_parity, 2, flags, policy, False, bias=False)
+    pools(2).run(cases.row_parity, 2, flags, policy, True, bias=False)

@@ -17,14 +17,14 @@ def _data(step: int, *shape: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(1000 + step))
 
 
-def column_parity(world: int, flags, policy: str, gather_output: bool) -> str:
+def column_parity(world: int, flags, policy: str, gather_output: bool, bias: bool = True) -> str:
     hcg = init(make_strategy(world, flags=flags), policy)
     torch.manual_seed(0)
-    ref = nn.Linear(IN, OUT)
+    ref = nn.Linear(IN, OUT, bias=bias)
     torch.manual_seed(0)
-    layer = parallel.ColumnParallelLinear(IN, OUT, gather_output=gather_output)
+    layer = parallel.ColumnParallelLinear(IN, OUT, bias=bias, gather_output=gather_output)
     close(layer.weight, shard(ref.weight, 0, hcg), "initial weight shard")
-    close(layer.bias, shard(ref.bias, 0, hcg), "initial bias shard")
+    assert (layer.bias is None) == (not bias)
     opt_ref, opt = torch.optim.SGD(ref.parameters(), lr=LR), torch.optim.SGD(layer.parameters(), lr=LR)
     for step in range(STEPS):
         x, proj = _data(step, B, S, IN), _data(50 + step, B, S, OUT)
@@ -43,18 +43,19 @@ def column_parity(world: int, flags, policy: str, gather_output: bool) -> str:
             opt_.step()
             opt_.zero_grad()
         close(layer.weight, shard(ref.weight, 0, hcg), f"step {step} weight")
-        close(layer.bias, shard(ref.bias, 0, hcg), f"step {step} bias")
+        if bias:
+            close(layer.bias, shard(ref.bias, 0, hcg), f"step {step} bias")
     return repr(hcg.resolved.mp)
 
 
-def row_parity(world: int, flags, policy: str, input_is_parallel: bool) -> None:
+def row_parity(world: int, flags, policy: str, input_is_parallel: bool, bias: bool = True) -> None:
     hcg = init(make_strategy(world, flags=flags), policy)
     torch.manual_seed(0)
-    ref = nn.Linear(IN, OUT)
+    ref = nn.Linear(IN, OUT, bias=bias)
     torch.manual_seed(0)
-    layer = parallel.RowParallelLinear(IN, OUT, input_is_parallel=input_is_parallel)
+    layer = parallel.RowParallelLinear(IN, OUT, bias=bias, input_is_parallel=input_is_parallel)
     close(layer.weight, shard(ref.weight, 1, hcg), "initial weight shard")
-    close(layer.bias, ref.bias, "initial bias (replicated)")
+    assert (layer.bias is None) == (not bias)
     opt_ref, opt = torch.optim.SGD(ref.parameters(), lr=LR), torch.optim.SGD(layer.parameters(), lr=LR)
     for step in range(STEPS):
         x, proj = _data(step, B, S, IN), _data(50 + step, B, S, OUT)
@@ -71,7 +72,8 @@ def row_parity(world: int, flags, policy: str, input_is_parallel: bool) -> None:
             opt_.step()
             opt_.zero_grad()
         close(layer.weight, shard(ref.weight, 1, hcg), f"step {step} weight")
-        close(layer.bias, ref.bias, f"step {step} bias")
+        if bias:
+            close(layer.bias, ref.bias, f"step {step} bias (replicated)")
 
 
 def embedding_parity(world: int, flags, policy: str) -> None:

@@ -15,6 +15,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.autograd import Function
+from torch.profiler import record_function
 
 from strategy import MpSettings
 
@@ -83,23 +84,26 @@ class _ColumnMatmul(Function):
         x, weight = ctx.saved_tensors
         bias = ctx.bias
         grad_out = grad_out.contiguous()
-        grad_x = grad_out @ weight
+        with record_function("ColumnParallelLinear.dx"):
+            grad_x = grad_out @ weight
         # Launch the dx all-reduce now and compute dW/db while it is in flight; wait only before returning.
         handle = comm.all_reduce(grad_x, ctx.group, async_op=True)
         g2 = grad_out.reshape(-1, grad_out.shape[-1])
         x2 = x.reshape(-1, x.shape[-1])
         grad_w = grad_b = None
-        if ctx.fused:
-            if ctx.needs_input_grad[1]:
-                accumulate_weight_grad(ctx.weight, g2, x2)
-            if bias is not None and ctx.needs_input_grad[2]:
-                accumulate_bias_grad(bias, g2)
-        else:
-            if ctx.needs_input_grad[1]:
-                grad_w = weight_grad(g2, x2)
-            if bias is not None and ctx.needs_input_grad[2]:
-                grad_b = g2.sum(0)
-        handle.wait()
+        with record_function("ColumnParallelLinear.dW (overlaps the dx all-reduce)"):
+            if ctx.fused:
+                if ctx.needs_input_grad[1]:
+                    accumulate_weight_grad(ctx.weight, g2, x2)
+                if bias is not None and ctx.needs_input_grad[2]:
+                    accumulate_bias_grad(bias, g2)
+            else:
+                if ctx.needs_input_grad[1]:
+                    grad_w = weight_grad(g2, x2)
+                if bias is not None and ctx.needs_input_grad[2]:
+                    grad_b = g2.sum(0)
+        with record_function("ColumnParallelLinear.wait dx all-reduce"):
+            handle.wait()
         return grad_x, grad_w, grad_b, None, None
 
 
@@ -150,8 +154,9 @@ class ColumnParallelLinear(nn.Module):
         local_out = divide(type(self).__name__, "out_features", out_features, self.mp_size)
         weight, bias_t = _init_linear(in_features, out_features, local_out, bias, self.mp_rank, self.mp_size, device, dtype, init)
         self.weight = mark_sharded(nn.Parameter(weight), 0)
-        self.bias = mark_sharded(nn.Parameter(bias_t), 0) if bias_t is not None else None
-        if bias_t is None:
+        if bias_t is not None:
+            self.bias = mark_sharded(nn.Parameter(bias_t), 0)
+        else:
             self.register_parameter("bias", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

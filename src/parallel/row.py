@@ -66,8 +66,9 @@ class RowParallelLinear(nn.Module):
         else:
             raise ValueError(f"init must be 'full' or 'shard', got {init!r}")
         self.weight = mark_sharded(nn.Parameter(weight), 1)
-        self.bias = nn.Parameter(bias_t) if bias_t is not None else None
-        if bias_t is None:
+        if bias_t is not None:
+            self.bias = nn.Parameter(bias_t)
+        else:
             self.register_parameter("bias", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

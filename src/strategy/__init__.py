@@ -5,6 +5,7 @@ Never imports torch; `parallel` builds on the names exported here.
 
 from ._generated.distributed_strategy_pb2 import DistributedStrategy, HybridConfig, MpConfig
 from .errors import StrategyError, StrategyWarning
+from .explain import explain
 from .formats import EXTENSIONS, FORMATS
 from .io import dump, dumps, from_dict, load, loads, to_dict
 from .resolution import MpSettings, Resolved, resolve
@@ -21,6 +22,7 @@ __all__ = [
     "StrategyWarning",
     "dump",
     "dumps",
+    "explain",
     "from_dict",
     "load",
     "loads",

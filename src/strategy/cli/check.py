@@ -6,9 +6,10 @@ import argparse
 import dataclasses
 import sys
 
-from .. import rules, schema
+from .. import schema
 from ..errors import StrategyError
-from ..resolution import Resolved, resolve, resolve_with_reasons
+from ..explain import explain
+from ..resolution import Resolved, resolve
 from .common import add_format, add_policy, add_set, add_world_size, read, show_value, subparser
 
 __all__ = ["format_resolved", "register"]
@@ -95,38 +96,5 @@ def _resolve(args: argparse.Namespace) -> int:
 
 def _explain(args: argparse.Namespace) -> int:
     s = read(args.file, args.from_, overrides=args.overrides, requires=False)
-    resolved, reasons = resolve_with_reasons(s, world_size=args.world_size, requires=False)
-    rows = [("field", "value", "source", "effect")]
-    for path, field in schema.walk():
-        if schema.is_message(field):
-            continue
-        owner, value, is_set = s, None, True
-        for name in path.split("."):
-            is_set = is_set and owner.HasField(name)
-            value = getattr(owner, name)
-            owner = value
-        rows.append((path, show_value(value), "set" if is_set else "default", _effect(path, value, field, reasons, resolved)))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
-    for path, needed in rules.requires_violations(s):
-        print(f"\nrule broken: {path} requires {needed}: true (an error under --policy strict; Paddle turns it off)")
-    if resolved.notes:
-        print("\nnotes:")
-        print("\n".join(f"  {n}" for n in resolved.notes))
-    mp_groups, dp_groups = resolved.process_groups()
-    print(f"\nprocess groups for {resolved.world_size} ranks (dp outermost, mp innermost):")
-    print("  mp groups: " + " ".join(str(g) for g in mp_groups))
-    print("  dp groups: " + " ".join(str(g) for g in dp_groups))
+    print(explain(s, world_size=args.world_size))
     return 0
-
-
-def _effect(path: str, value: object, field, reasons: dict[str, str], resolved: Resolved) -> str:
-    if path in reasons:
-        return f"no effect: {reasons[path]}"
-    if schema.option(field, "axis"):
-        actual = getattr(resolved, field.name)
-        return f"inferred: {actual}" if actual != value else ""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return ""

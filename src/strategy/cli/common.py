@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from ..atomic import write_atomic
 from ..errors import StrategyError
+from ..explain import show_value
 from ..formats import FORMATS, format_for, serialize
 from ..io import load_bytes, read_bytes
 from ..rules import POLICIES
@@ -91,8 +92,3 @@ def warn_to_stderr() -> None:
     warnings.simplefilter("default")
 
 
-def show_value(value: object) -> str:
-    """A value as a strategy file spells it: true/false, quoted strings."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f'"{value}"' if isinstance(value, str) else str(value)

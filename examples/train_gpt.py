@@ -1,0 +1,254 @@
+"""Train a small GPT with tensor (and data) parallelism configured by a strategy file.
+
+    torchrun --standalone --nproc-per-node 2 examples/train_gpt.py \
+        --strategy examples/strategies/mp2_all_flags.prototxt --steps 200 --out out/demo
+
+Byte-level language model on the Python language reference that ships with CPython (pydoc_data), so
+nothing is downloaded. Every rank builds the same model from the same seed; the parallel layers keep
+only their shards, so the loss curve matches a single process (mp_degree 1) for any flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+import parallel
+import strategy
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    vocab: int = 256  # bytes
+    seq_len: int = 64
+    d_model: int = 128
+    heads: int = 4
+    layers: int = 2
+    batch_size: int = 16  # sequences per step, across all data-parallel replicas
+    lr: float = 3e-3
+    steps: int = 200
+    seed: int = 0
+
+
+# -- data ----------------------------------------------------------------------------------------------
+def corpus() -> torch.Tensor:
+    """The Python language reference (as bundled with CPython's pydoc) as a stream of byte tokens."""
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[k] for k in sorted(topics))
+    return torch.frombuffer(bytearray(text.encode("utf-8")), dtype=torch.uint8).long()
+
+
+def batch(data: torch.Tensor, step: int, cfg: Config, hcg: parallel.HybridGroup) -> tuple[torch.Tensor, torch.Tensor]:
+    """This replica's share of the global batch for `step` (the same on every mp rank of a dp group)."""
+    gen = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
+    starts = torch.randint(0, data.numel() - cfg.seq_len - 1, (cfg.batch_size,), generator=gen)
+    per_replica = cfg.batch_size // hcg.dp_size
+    mine = starts[hcg.dp_rank * per_replica : (hcg.dp_rank + 1) * per_replica]
+    window = torch.stack([data[s : s + cfg.seq_len + 1] for s in mine.tolist()])
+    return window[:, :-1], window[:, 1:]
+
+
+# -- model ---------------------------------------------------------------------------------------------
+class Attention(nn.Module):
+    """Causal self-attention with heads split across the mp group.
+
+    The QKV projection is column-parallel with its rows laid out head by head ([q, k, v] of head 0,
+    then head 1, ...), so each rank's contiguous block of rows holds whole heads; the output projection
+    is row-parallel and sums the heads' contributions.
+    """
+
+    def __init__(self, cfg: Config, hcg: parallel.HybridGroup) -> None:
+        super().__init__()
+        if cfg.heads % hcg.mp_size:
+            raise ValueError(f"heads={cfg.heads} is not divisible by mp_degree={hcg.mp_size}")
+        self.local_heads, self.head_dim = cfg.heads // hcg.mp_size, cfg.d_model // cfg.heads
+        self.qkv = parallel.ColumnParallelLinear(cfg.d_model, 3 * cfg.d_model, gather_output=False)
+        self.out = parallel.RowParallelLinear(cfg.d_model, cfg.d_model, input_is_parallel=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, _ = x.shape
+        q, k, v = self.qkv(x).view(b, t, self.local_heads, 3, self.head_dim).unbind(dim=3)
+        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, t, self.local_heads * self.head_dim))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: Config, hcg: parallel.HybridGroup) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.attn = Attention(cfg, hcg)
+        self.up = parallel.ColumnParallelLinear(cfg.d_model, 4 * cfg.d_model, gather_output=False)
+        self.down = parallel.RowParallelLinear(4 * cfg.d_model, cfg.d_model, input_is_parallel=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: Config, hcg: parallel.HybridGroup) -> None:
+        super().__init__()
+        self.tokens = parallel.VocabParallelEmbedding(cfg.vocab, cfg.d_model)
+        self.positions = nn.Embedding(cfg.seq_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg, hcg) for _ in range(cfg.layers))
+        self.ln_f = nn.LayerNorm(cfg.d_model)
+        self.head = parallel.ColumnParallelLinear(cfg.d_model, cfg.vocab, bias=False, gather_output=False)
+        self.loss = parallel.ParallelCrossEntropy()
+
+    def forward(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1]))
+        for block in self.blocks:
+            x = block(x)
+        return self.loss(self.head(self.ln_f(x)), targets)
+
+
+# -- training ------------------------------------------------------------------------------------------
+def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None) -> dict:
+    """Train for cfg.steps; returns the summary (losses are the global-batch mean, identical on every rank)."""
+    torch.manual_seed(cfg.seed)
+    model = GPT(cfg, hcg)
+    if hcg.resolved.mp.fused_linear_param_grad_add:
+        parallel.add_main_grad(model)  # the fused flag accumulates weight gradients here, in fp32
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0))
+    data = corpus()
+    tokens_per_step = cfg.batch_size * cfg.seq_len
+    losses: list[float] = []
+    bar = _progress(cfg.steps) if progress else None
+    profiler = _profiler(trace_dir) if trace_dir else None
+    start = time.perf_counter()
+    for step in range(cfg.steps):
+        ids, targets = batch(data, step, cfg, hcg)
+        loss = model(ids, targets)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mean = loss.detach().clone()
+        if hcg.dp_size > 1:
+            dist.all_reduce(mean, group=hcg.dp_group)
+            mean /= hcg.dp_size
+        losses.append(float(mean))
+        if profiler:
+            profiler.step()
+        if bar:
+            elapsed = time.perf_counter() - start
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_per_step * (step + 1) / elapsed:,.0f}")
+            bar.update()
+    elapsed = time.perf_counter() - start
+    if bar:
+        bar.close()
+    if profiler:
+        profiler.stop()
+    return {
+        "steps": cfg.steps,
+        "final_loss": losses[-1],
+        "first_loss": losses[0],
+        "tokens_per_second": tokens_per_step * cfg.steps / elapsed,
+        "seconds": elapsed,
+        "world_size": hcg.world_size,
+        "losses": losses,
+        "config": asdict(cfg),
+        "effective_mp": asdict(hcg.resolved.mp),
+    }
+
+
+def _progress(total: int):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="train", unit="step", dynamic_ncols=True)
+
+
+def _profiler(trace_dir: Path):
+    """Profile steps 2-4 (after a warm-up) and write a Chrome/Perfetto trace per rank."""
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    rank = dist.get_rank()
+
+    def save(prof) -> None:
+        prof.export_chrome_trace(str(trace_dir / f"trace_rank{rank}.json"))
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1), on_trace_ready=save)
+    prof.start()
+    return prof
+
+
+def effective_strategy(s: strategy.DistributedStrategy, resolved: strategy.Resolved) -> strategy.DistributedStrategy:
+    """The strategy as it ran: degrees resolved (dp inferred), mp flags as gated."""
+    out = strategy.DistributedStrategy()
+    out.CopyFrom(s)
+    hybrid = out.hybrid_configs
+    for field in strategy.HybridConfig.DESCRIPTOR.fields:
+        if hasattr(resolved, field.name):  # the degrees
+            setattr(hybrid, field.name, getattr(resolved, field.name))
+    for field in strategy.MpConfig.DESCRIPTOR.fields:
+        setattr(hybrid.mp_configs, field.name, getattr(resolved.mp, field.name.removeprefix("mp_")))
+    return out
+
+
+def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrategy) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    strategy.dump(effective, out / "strategy.prototxt")
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(range(1, len(summary["losses"]) + 1), summary["losses"])
+    ax.axhline(math.log(256), linestyle="--", color="gray", label="uniform over bytes (ln 256)")
+    ax.set(xlabel="step", ylabel="cross entropy (nats/byte)", title=f"train_gpt, {summary['world_size']} ranks")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "loss.png", dpi=120)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--strategy", required=True, help="strategy file (prototxt, JSON, YAML or binary)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="a.b.c=V", help="override a field")
+    p.add_argument("--steps", type=int, default=Config.steps)
+    p.add_argument("--batch-size", type=int, default=Config.batch_size)
+    p.add_argument("--seq-len", type=int, default=Config.seq_len)
+    p.add_argument("--out", type=Path, default=Path("out"))
+    p.add_argument("--trace", action="store_true", help="write a Chrome/Perfetto trace of steps 2-4 into --out")
+    args = p.parse_args(argv)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    try:
+        s = strategy.load(args.strategy, overrides=args.overrides)
+        hcg = parallel.init(s)
+    except strategy.StrategyError as e:
+        print(e, file=sys.stderr)
+        return 1
+    cfg = Config(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len)
+    if cfg.batch_size % hcg.dp_size:
+        print(f"--batch-size {cfg.batch_size} is not divisible by dp_degree {hcg.dp_size}", file=sys.stderr)
+        return 1
+    lead = hcg.rank == 0
+    if lead:
+        print(strategy.explain(s, world_size=hcg.world_size), flush=True)
+    if args.trace:
+        args.out.mkdir(parents=True, exist_ok=True)
+    summary = train(cfg, hcg, progress=lead, trace_dir=args.out if args.trace else None)
+    if lead:
+        write_outputs(args.out, summary, effective_strategy(s, hcg.resolved))
+        print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in {cfg.steps} steps, "
+              f"{summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/")
+    parallel.destroy()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
