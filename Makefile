@@ -7,7 +7,7 @@ PROTO := proto/distributed_strategy.proto
 PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
 	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTO)
 
-.PHONY: install proto proto-check test demo clean
+.PHONY: install proto proto-check test demo bench bench-gpu fuzz clean
 
 install: $(STAMP)
 
@@ -37,6 +37,22 @@ demo: $(STAMP)
 	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 examples/train_gpt.py \
 		--strategy examples/strategies/mp2_all_flags.prototxt --steps 400 --out out/demo --trace
 	@echo "outputs: out/demo/{strategy.prototxt,loss.png,summary.json,trace_rank0.json}"
+
+# Benchmarks (not part of make test): each prints a table and writes bench/results/NAME.json.
+# Paddle's column in config_load needs `pip install paddlepaddle==3.3.1` in .venv.
+BENCHES := tp_block overlap fused skip scaling
+bench: $(STAMP)
+	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py || exit 1; echo; done
+	$(PY) bench/config_load.py
+
+# The same on a CUDA machine: NCCL, CUDA events, bf16 weights with fp32 main_grad.
+bench-gpu: $(STAMP)
+	@for b in $(BENCHES); do echo "== bench/$$b.py --device cuda"; CUDA_DEVICE_MAX_CONNECTIONS=1 $(PY) bench/$$b.py --device cuda || exit 1; echo; done
+
+# Coverage-guided fuzzing of the loaders (atheris): FUZZ_RUNS inputs, 100,000 by default.
+fuzz: $(STAMP)
+	$(PY) -m pip install --quiet 'atheris>=2.3'
+	$(PY) fuzz/fuzz_loaders.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

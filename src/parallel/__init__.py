@@ -5,6 +5,7 @@ settings from the group it makes current (or the `hcg=` they are given).
 """
 
 from .column import ColumnParallelLinear
+from .comm import CollectiveError
 from .cross_entropy import ParallelCrossEntropy
 from .embedding import VocabParallelEmbedding
 from .groups import HybridGroup, current, destroy, init
@@ -13,6 +14,7 @@ from .row import RowParallelLinear
 from .sharding import is_sharded
 
 __all__ = [
+    "CollectiveError",
     "ColumnParallelLinear",
     "HybridGroup",
     "HybridParallelOptimizer",

@@ -102,7 +102,7 @@ class _ColumnMatmul(Function):
                     grad_w = weight_grad(g2, x2)
                 if bias is not None and ctx.needs_input_grad[2]:
                     grad_b = g2.sum(0)
-        with record_function("ColumnParallelLinear.wait dx all-reduce"):
+        with record_function("ColumnParallelLinear.wait dx all-reduce"), comm.guard("async dx all-reduce", ctx.group):
             handle.wait()
         return grad_x, grad_w, grad_b, None, None
 

@@ -8,6 +8,8 @@ import torch.distributed as dist
 
 from strategy import Resolved, StrategyError
 
+from .comm import guard
+
 __all__ = ["agree"]
 
 
@@ -30,7 +32,8 @@ def agree(resolved: Resolved | None, error: StrategyError | None, *, rank: int, 
     """
     mine = {"error": str(error)} if error is not None else {"settings": _flatten(resolved)}  # type: ignore[arg-type]
     everyone: list[dict | None] = [None] * world_size
-    dist.all_gather_object(everyone, mine)
+    with guard("strategy check (all_gather_object)", None):
+        dist.all_gather_object(everyone, mine)
     failed = {r: e["error"] for r, e in enumerate(everyone) if e and "error" in e}
     if error is not None:
         raise error

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd import Function
 
+from . import comm
 from .groups import HybridGroup, current
 
 __all__ = ["ParallelCrossEntropy"]
@@ -24,7 +25,8 @@ class _VocabParallelCrossEntropy(Function):
     def forward(ctx, logits, target, ignore_index, group, vocab_start):
         # logits [N, V/mp], target [N]; the loss is log(sum_j exp(z_j)) - z_target, shifted by max(z).
         row_max = logits.max(dim=-1).values
-        dist.all_reduce(row_max, op=dist.ReduceOp.MAX, group=group)
+        with comm.guard("cross-entropy max all-reduce", group):
+            dist.all_reduce(row_max, op=dist.ReduceOp.MAX, group=group)
         shifted = logits - row_max.unsqueeze(-1)
         vocab_end = vocab_start + logits.shape[-1]
         outside = (target < vocab_start) | (target >= vocab_end)
@@ -32,7 +34,8 @@ class _VocabParallelCrossEntropy(Function):
         picked = shifted.gather(-1, local_target.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0)
         exp = shifted.exp()
         both = torch.stack([picked, exp.sum(dim=-1)])
-        dist.all_reduce(both, group=group)  # one collective for the target logit and the partition sum
+        with comm.guard("cross-entropy sum all-reduce", group):
+            dist.all_reduce(both, group=group)  # one collective for the target logit and the partition sum
         picked, sum_exp = both[0], both[1]
         ignored = target == ignore_index
         loss = (sum_exp.log() - picked).masked_fill(ignored, 0.0)

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from .comm import guard
 from .groups import HybridGroup, current
 from .sharding import is_sharded
 
@@ -156,7 +157,8 @@ def _all_reduce_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup,
     size = dist.get_world_size(group)
     for bucket in _by_dtype(tensors):
         flat = _flatten_dense_tensors(bucket)
-        dist.all_reduce(flat, group=group)
+        with guard("gradient/parameter all-reduce", group):
+            dist.all_reduce(flat, group=group)
         if average:
             flat.div_(size)
         for t, synced in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
@@ -167,6 +169,7 @@ def _broadcast_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup) 
     """Copy mp rank 0's values to every rank of the group, one broadcast per dtype."""
     for bucket in _by_dtype(tensors):
         flat = _flatten_dense_tensors(bucket)
-        dist.broadcast(flat, group=group, group_src=0)
+        with guard("broadcast from mp rank 0", group):
+            dist.broadcast(flat, group=group, group_src=0)
         for t, synced in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
             t.copy_(synced)

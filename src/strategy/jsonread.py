@@ -19,6 +19,7 @@ __all__ = ["parse"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _LITERALS = {"true": True, "false": False, "null": None}
+_MAX_NUMBER_CHARS = 400
 
 
 class _Parser:
@@ -75,6 +76,8 @@ class _Parser:
         m = json.scanner.NUMBER_RE.match(self.text, self.pos)
         if m:
             integer, frac, exp = m.groups()
+            if m.end() - m.start() > _MAX_NUMBER_CHARS:  # int() of thousands of digits is refused
+                raise self.fail(f"number {m.group()[:24]}... ({m.end() - m.start()} characters) is out of range for any field")
             self.pos = m.end()
             value = float(integer + (frac or "") + (exp or "")) if frac or exp else int(integer)
             return Scalar(value, where)

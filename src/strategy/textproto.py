@@ -38,6 +38,7 @@ _INT = re.compile(r"0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*")
 _BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
 _FLOATS = {"inf": float("inf"), "infinity": float("inf"), "nan": float("nan")}
 _CLOSE = {"{": "}", "<": ">"}
+_MAX_NUMBER_CHARS = 400
 
 
 # tuple.__new__(Cls, values) builds a NamedTuple in C, skipping its Python-level __new__: the lexer and
@@ -185,6 +186,8 @@ class _Parser:
         raise self.fail(f"expected a value, got {self.describe(tok)}")
 
     def number(self, text: str) -> int | float:
+        if len(text) > _MAX_NUMBER_CHARS:  # no field holds it, and int() of thousands of digits is refused
+            raise self.fail(f"number {text[:24]}... ({len(text)} characters) is out of range for any field")
         if _INT.fullmatch(text):
             if text[:2].lower() == "0x":
                 return int(text, 16)

@@ -15,6 +15,8 @@ from .tree import Mapping, Node, Scalar, Sequence
 __all__ = ["parse"]
 
 _PLAIN_TAGS = {
+    "tag:yaml.org,2002:map",
+    "tag:yaml.org,2002:seq",
     "tag:yaml.org,2002:null",
     "tag:yaml.org,2002:bool",
     "tag:yaml.org,2002:int",
@@ -41,6 +43,8 @@ class _Converter:
             raise StrategyError.at(where, f"more than {MAX_NODES} values (after expanding aliases)")
         if depth > MAX_DEPTH:
             raise StrategyError.at(where, f"nesting deeper than {MAX_DEPTH} levels")
+        if node.tag not in _PLAIN_TAGS:
+            raise StrategyError.at(where, f"unsupported YAML tag {node.tag}; strategy files hold plain values only")
         if isinstance(node, yaml.MappingNode):
             items = []
             seen: dict[str, Location] = {}
@@ -57,9 +61,10 @@ class _Converter:
             return Mapping(tuple(items), where)
         if isinstance(node, yaml.SequenceNode):
             return Sequence(tuple(self.convert(n, depth + 1, path) for n in node.value), where)
-        if node.tag not in _PLAIN_TAGS:
-            raise StrategyError.at(where, f"unsupported YAML tag {node.tag}; strategy files hold plain values only")
-        return Scalar(self.loader.construct_object(node), where)
+        try:
+            return Scalar(self.loader.construct_object(node), where)
+        except (ValueError, yaml.YAMLError) as e:  # e.g. an integer of thousands of digits
+            raise StrategyError.at(where, f"{path or 'value'}: cannot read {node.value[:24]!r}: {str(e).splitlines()[0]}", field=path or None) from None
 
 
 def parse(text: str, source: str = "<string>") -> Node:
