@@ -45,3 +45,13 @@ def test_fused_flag_without_main_grad_accumulates_into_grad(pools):
 
 def test_mp_degree_1_layers_issue_no_collectives(pools):
     assert pools(2).run(cases.mp_degree_1_layers_are_plain_torch, 2) == [0, 0]
+
+
+def test_bf16_weights_accumulate_fused_gradients_in_fp32(pools):
+    fused_error, bf16_error = pools(2).run(cases.bf16_fused_accumulates_in_fp32, 2, 64)[0]
+    assert fused_error < 1e-2
+    assert fused_error < bf16_error / 4  # fp32 accumulation is much closer than summing in bf16
+
+
+def test_the_fused_path_does_not_hide_nan_or_inf(pools):
+    assert pools(2).run(cases.fused_path_does_not_hide_nan_or_inf, 2) == [(True, True), (True, True)]

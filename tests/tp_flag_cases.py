@@ -123,3 +123,46 @@ def mp_degree_1_layers_are_plain_torch(world: int) -> int:
         y.sum().backward()
     assert torch.equal(y, ref(x))
     return sum(counts.values())
+
+
+def bf16_fused_accumulates_in_fp32(world: int, micro_batches: int) -> tuple[float, float]:
+    """bf16 weights, fp32 main_grad: the fused sum matches an fp32 reference; a bf16 .grad sum drifts more.
+
+    Returns (relative error of fused main_grad, relative error of unfused bf16 .grad) against the reference.
+    """
+    init(make_strategy(world, flags=(True, False, True)))
+    torch.manual_seed(0)
+    fused = parallel.ColumnParallelLinear(32, 32, gather_output=False, dtype=torch.bfloat16)
+    parallel.add_main_grad(fused)
+    parallel.destroy()
+    init(make_strategy(world, flags=(True, False, False)))
+    torch.manual_seed(0)
+    plain = parallel.ColumnParallelLinear(32, 32, gather_output=False, dtype=torch.bfloat16)
+    gen = torch.Generator().manual_seed(5)
+    reference = torch.zeros(32 // world, 32, dtype=torch.float64)
+    for _ in range(micro_batches):
+        x = torch.randn(16, 32, generator=gen).to(torch.bfloat16)
+        g = torch.randn(16, 32 // world, generator=gen).to(torch.bfloat16)
+        fused(x).backward(g)
+        plain(x).backward(g)
+        reference += g.double().t() @ x.double()
+    assert fused.weight.main_grad.dtype == torch.float32 and fused.weight.grad is None
+    close(fused.weight.main_grad.double(), reference, "fp32 main_grad", rtol=1.6e-2, atol=1e-2)
+    err = lambda t: float((t.double() - reference).norm() / reference.norm())  # noqa: E731
+    return err(fused.weight.main_grad), err(plain.weight.grad)
+
+
+def fused_path_does_not_hide_nan_or_inf(world: int) -> tuple[bool, bool]:
+    init(make_strategy(world, flags=(True, False, True)))
+    layer = parallel.ColumnParallelLinear(IN, OUT, gather_output=False)
+    parallel.add_main_grad(layer)
+    x = torch.randn(B, IN)
+    x[0, 0] = float("nan")
+    layer(x).sum().backward()
+    has_nan = bool(torch.isnan(layer.weight.main_grad).any())
+    layer.weight.main_grad.zero_()
+    x = torch.randn(B, IN)
+    x[1, 1] = float("inf")
+    layer(x).sum().backward()
+    has_inf = bool((~torch.isfinite(layer.weight.main_grad)).any())
+    return has_nan, has_inf

@@ -9,6 +9,12 @@ import stat
 __all__ = ["write_atomic"]
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace `path` with `data` in one step, keeping an existing file's permissions."""
     target = os.fspath(path)
@@ -23,10 +29,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     folder, name = os.path.split(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
