@@ -7,7 +7,7 @@ PROTO := proto/distributed_strategy.proto
 PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
 	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTO)
 
-.PHONY: install proto proto-check test demo bench bench-gpu fuzz clean
+.PHONY: install proto proto-check lint test demo bench bench-gpu fuzz clean
 
 install: $(STAMP)
 
@@ -28,7 +28,12 @@ proto-check: $(STAMP)
 		echo "generated/$$(basename $$f) is stale: run 'make proto' and commit it"; exit 1; }; done && \
 	echo "generated/ is up to date"
 
-test: $(STAMP) proto-check
+# Static checks: pyflakes-level lint everywhere, types on the two packages.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests bench examples fuzz
+	cd src && ../$(VENV)/bin/mypy strategy parallel
+
+test: $(STAMP) proto-check lint
 	$(PY) -m pytest -q
 
 # The main job: 2 CPU ranks (gloo) train a small GPT with all three column-parallel flags on.

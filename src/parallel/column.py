@@ -11,7 +11,6 @@ import os
 import warnings
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.autograd import Function

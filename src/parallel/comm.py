@@ -39,6 +39,7 @@ def guard(what: str, group: dist.ProcessGroup | None) -> Iterator[None]:
     except CollectiveError:
         raise
     except (RuntimeError, dist.DistError) as e:
+        ranks: object
         try:
             ranks = dist.get_process_group_ranks(group) if group is not None else list(range(dist.get_world_size()))
         except Exception:  # noqa: BLE001 - the group itself may be gone

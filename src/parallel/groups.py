@@ -87,8 +87,7 @@ def init(
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if backend == "nccl" and "LOCAL_RANK" in os.environ:
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        kwargs = {"timeout": timeout} if timeout is not None else {}
-        dist.init_process_group(backend=backend, init_method="env://", **kwargs)
+        dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
         _STATE.owns_default = True
     rank, world = dist.get_rank(), dist.get_world_size()
 
@@ -104,11 +103,10 @@ def init(
     assert resolved is not None
 
     mp_groups, dp_groups = resolved.process_groups()
-    kwargs = {"timeout": timeout} if timeout is not None else {}
     mine: dict[str, tuple[dist.ProcessGroup, list[int]]] = {}
     for name, layout in (("mp", mp_groups), ("dp", dp_groups)):
         for ranks in layout:  # every rank creates every group, in the same order
-            group = dist.new_group(ranks, **kwargs)
+            group = dist.new_group(ranks, timeout=timeout)
             _STATE.groups.append(group)
             if rank in ranks:
                 mine[name] = (group, ranks)

@@ -31,7 +31,7 @@ def add_main_grad(params: Iterable[nn.Parameter] | nn.Module, dtype: torch.dtype
         params = params.parameters()
     for p in params:
         if getattr(p, "main_grad", None) is None:
-            p.main_grad = torch.zeros_like(p, dtype=dtype, memory_format=torch.contiguous_format)
+            p.main_grad = torch.zeros_like(p, dtype=dtype, memory_format=torch.contiguous_format)  # type: ignore[attr-defined]
 
 
 def _grad_of(p: torch.Tensor) -> torch.Tensor | None:

@@ -8,7 +8,7 @@ import os
 from . import binary, textproto
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from .builder import Positions, build
-from .errors import Location, StrategyError
+from .errors import StrategyError
 
 __all__ = ["EXTENSIONS", "FORMATS", "decode", "format_for", "parse", "serialize"]
 

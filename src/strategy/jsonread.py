@@ -38,7 +38,7 @@ class _Parser:
         return StrategyError.at(self.where(self.pos if pos is None else pos), message)
 
     def skip_ws(self) -> str:
-        self.pos = _WS.match(self.text, self.pos).end()
+        self.pos = _WS.match(self.text, self.pos).end()  # type: ignore[union-attr]  # `*` always matches
         return self.text[self.pos : self.pos + 1]
 
     def expect(self, char: str, context: str) -> None:
@@ -81,10 +81,10 @@ class _Parser:
             self.pos = m.end()
             value = float(integer + (frac or "") + (exp or "")) if frac or exp else int(integer)
             return Scalar(value, where)
-        for word, value in _LITERALS.items():
+        for word, literal in _LITERALS.items():
             if self.text.startswith(word, self.pos):
                 self.pos += len(word)
-                return Scalar(value, where)
+                return Scalar(literal, where)
         raise self.fail(f"expected a JSON value, got {repr(char) if char else 'end of file'}")
 
     def object(self, depth: int, path: str) -> Mapping:
@@ -114,7 +114,7 @@ class _Parser:
 
     def string(self) -> str:
         try:
-            value, self.pos = json.decoder.scanstring(self.text, self.pos + 1, True)
+            value, self.pos = json.decoder.scanstring(self.text, self.pos + 1, True)  # type: ignore[attr-defined]
         except json.JSONDecodeError as e:
             raise self.fail(e.msg, e.pos) from None
         return value

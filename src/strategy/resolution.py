@@ -9,7 +9,7 @@ import functools
 import math
 import os
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -202,15 +202,16 @@ def _env_world_size() -> int | None:
 
 def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: list[str], reasons: dict[str, str]) -> MpSettings:
     """Gate each bool flag: off when the mp axis is 1, or when the flag it requires is effectively off."""
-    active = plan.gate is None or degrees[plan.gate] > 1
+    gate_degree = degrees[plan.gate] if plan.gate is not None else None
+    active = gate_degree is None or gate_degree > 1
     prefix = f"{plan.hybrid}.{plan.mp}."
-    effective: dict[str, object] = {}
+    effective: dict[str, Any] = {}
     for flag in plan.flags:  # ordered so that a flag comes after the one it requires
         value = getattr(config, flag.name)
         if flag.is_bool and value:
             reason = None
             if not active:
-                reason = f"{plan.gate} is {degrees[plan.gate]}"
+                reason = f"{plan.gate} is {gate_degree}"
             elif flag.requires and not effective[flag.requires]:
                 reason = f"requires {prefix}{flag.requires}: true"
             if reason:

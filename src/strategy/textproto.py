@@ -85,7 +85,7 @@ def _raise_at_bad_character(text: str, source: str) -> None:
     pos = 0
     while (m := _TOKEN.match(text, pos)) is not None:
         pos = m.end()
-    pos = _SPACE.match(text, pos).end()
+    pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]  # `*` always matches
     line = text.count("\n", 0, pos) + 1
     column = pos - (text.rfind("\n", 0, pos) + 1) + 1
     what = "unterminated string" if text[pos] in "\"'" else f"unexpected character {text[pos]!r}"

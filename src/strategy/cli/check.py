@@ -24,7 +24,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     v.add_argument("files", nargs="+", metavar="FILE", help="strategy files ('-' reads standard input)")
     add_format(v, "--from", "the files")
-    add_world_size(v), add_policy(v), add_set(v)
+    add_world_size(v)
+    add_policy(v)
+    add_set(v)
     v.set_defaults(run=_validate)
 
     r = subparser(
@@ -35,7 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("file", metavar="FILE")
     add_format(r, "--from", "the file")
-    add_world_size(r), add_policy(r), add_set(r)
+    add_world_size(r)
+    add_policy(r)
+    add_set(r)
     r.set_defaults(run=_resolve)
 
     e = subparser(
@@ -47,7 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     e.add_argument("file", metavar="FILE")
     add_format(e, "--from", "the file")
-    add_world_size(e), add_set(e)
+    add_world_size(e)
+    add_set(e)
     e.set_defaults(run=_explain)
 
 

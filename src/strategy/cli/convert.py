@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("output", metavar="OUT", help="output file, '-' for standard output")
     add_format(c, "--from", "IN")
     add_format(c, "--to", "OUT")
-    add_policy(c), add_set(c)
+    add_policy(c)
+    add_set(c)
     c.set_defaults(run=_convert)
 
     d = subparser(
