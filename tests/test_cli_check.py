@@ -115,3 +115,23 @@ def test_the_example_strategies_are_valid_and_formatted():
     result = strategy_cli("validate", *files)
     assert result.returncode == 0, result.stderr
     assert strategy_cli("fmt", "--check", *files).returncode == 0
+
+
+def test_validate_names_the_file_for_errors_found_when_resolving(write):
+    path = write("pp.prototxt", "hybrid_configs { pp_degree: 2 }\n")
+    result = strategy_cli("validate", str(path))
+    assert result.returncode == 1
+    assert result.stderr.startswith(f"{path}: hybrid_configs.pp_degree = 2: pp parallelism is not implemented")
+
+
+def test_a_world_size_below_1_is_a_usage_error(write):
+    path = write("a.prototxt", "")
+    assert strategy_cli("validate", str(path), "--world-size", "0").returncode == 2
+
+
+def test_the_warn_policy_warns_once_per_problem(write):
+    path = write("w.prototxt", "hybrid_configs { mp_configs { mp_skip_c_identity: true } }\n")
+    result = strategy_cli("resolve", str(path), "--policy", "warn")
+    assert result.returncode == 0
+    assert result.stderr.count("strategy: warning:") == 1
+    assert f"{path}:1:31:" in result.stderr

@@ -25,7 +25,7 @@ def _dies_mid_step(rank: int, port: int, results, hang: bool = False, timeout: f
     torch.set_num_threads(1)
     parallel.init(make_strategy(2, flags=(True, False, False)), timeout=timeout)
     layer = parallel.ColumnParallelLinear(8, 8)
-    y = layer(torch.randn(4, 8))
+    y = layer(torch.randn(4, 8, requires_grad=True))  # the backward all-reduces dx
     if rank == 1:
         if hang:
             time.sleep(timeout + 30)  # alive but stuck: never reaches the backward's all-reduce
@@ -38,6 +38,8 @@ def _dies_mid_step(rank: int, port: int, results, hang: bool = False, timeout: f
         results.put(("CollectiveError", str(e), time.monotonic() - start))
     except BaseException as e:  # noqa: BLE001
         results.put((type(e).__name__, str(e), time.monotonic() - start))
+    results.close()
+    results.join_thread()  # flush to the parent before the hard exit
     os._exit(0)
 
 

@@ -105,3 +105,40 @@ def test_fmt_leaves_a_file_with_a_syntax_error_untouched(write):
     assert result.returncode == 1
     assert result.stderr.strip() == f"{path}:3:1: expected '}}' before end of file"
     assert path.read_text() == "hybrid_configs {\n  mp_degree: 2\n"
+
+
+def test_fmt_refuses_a_file_over_the_size_limit_and_leaves_it_whole(write):
+    path = write("big.prototxt", "hybrid_configs { mp_degree: 2 }\n" + "# padding comment line\n" * 60_000)
+    before = path.read_bytes()
+    result = strategy_cli("fmt", str(path))
+    assert result.returncode == 1
+    assert "larger than 1048576 bytes" in result.stderr
+    assert path.read_bytes() == before
+
+
+def test_fmt_refuses_invalid_syntax_instead_of_rewriting_it(write):
+    path = write("bad.prototxt", "hybrid_configs { mp_degree: - } }\n")
+    result = strategy_cli("fmt", str(path))
+    assert result.returncode == 1
+    assert result.stderr.strip() == f"{path}:1:31: expected a value, got '}}'"
+    assert path.read_text() == "hybrid_configs { mp_degree: - } }\n"
+
+
+def test_fmt_keeps_a_comment_before_a_list_and_is_idempotent_around_blank_lines():
+    assert format_text("a:\n# kept\n[1]\n") == "a: [1]  # kept\n"
+    once = format_text("hybrid_configs {\n mp_degree\n\n: 2 }")
+    assert once == "hybrid_configs {\n  mp_degree: 2\n}\n" and format_text(once) == once
+
+
+def test_fmt_normalises_crlf_files_to_one_line_ending():
+    assert format_text("x: 1 # c\r\ny: 2\r\n") == "x: 1  # c\ny: 2\n"
+
+
+def test_fmt_writes_through_a_symlink(tmp_path):
+    real = tmp_path / "real.prototxt"
+    real.write_text("hybrid_configs {mp_degree:2}\n")
+    link = tmp_path / "link.prototxt"
+    link.symlink_to(real)
+    assert strategy_cli("fmt", str(link)).returncode == 0
+    assert link.is_symlink()
+    assert real.read_text() == "hybrid_configs {\n  mp_degree: 2\n}\n"

@@ -211,3 +211,26 @@ def test_oversized_input_is_refused_before_parsing(write):
         strategy.loads(big)
     with pytest.raises(StrategyError, match="larger than 1048576 bytes"):
         strategy.load(write("big.prototxt", big))
+
+
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [("json", '{"hybrid_configs": {"mp_configs": {"sync_mode": "\\ud800"}}}'), ("yaml", 'hybrid_configs: {mp_configs: {sync_mode: "\\ud800"}}')],
+)
+def test_lone_surrogates_are_a_strategy_error(fmt, text):
+    with pytest.raises(StrategyError, match="sync_mode is not valid UTF-8 text"):
+        strategy.loads(text, format=fmt)
+    with pytest.raises(StrategyError, match="not valid UTF-8"):
+        strategy.from_dict({"hybrid_configs": {"mp_configs": {"sync_mode": "\ud800"}}})
+
+
+@pytest.mark.parametrize(("literal", "message"), [("2.0", "expects an integer"), ("1e1", "expects an integer"),
+                                                   ("2f", "expects an integer"), ("08", "invalid number 08")])
+def test_text_format_integers_are_as_strict_as_protobufs(literal, message):
+    with pytest.raises(StrategyError, match=message):
+        strategy.loads(f"hybrid_configs {{ mp_degree: {literal} }}")
+
+
+def test_text_format_bools_may_be_spelled_0_and_1_as_protobuf_allows():
+    s = strategy.loads("hybrid_configs { mp_configs { sync_param: 0 sync_grad: 1 } }")
+    assert (s.hybrid_configs.mp_configs.sync_param, s.hybrid_configs.mp_configs.sync_grad) == (False, True)

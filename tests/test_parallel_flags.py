@@ -55,3 +55,17 @@ def test_bf16_weights_accumulate_fused_gradients_in_fp32(pools):
 
 def test_the_fused_path_does_not_hide_nan_or_inf(pools):
     assert pools(2).run(cases.fused_path_does_not_hide_nan_or_inf, 2) == [(True, True), (True, True)]
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["unfused", "fused"])
+def test_the_async_path_works_under_bf16_autocast(pools, fused):
+    pools(2).run(cases.async_path_works_under_autocast, 2, fused)
+
+
+def test_per_shard_init_accepts_any_seed(pools):
+    assert pools(2).run(cases.shard_init_works_with_any_seed, 2)[0] == [8, 4]
+
+
+def test_parallel_cross_entropy_refuses_a_second_backward_with_a_clear_error(pools):
+    message = pools(2).run(cases.cross_entropy_refuses_a_second_backward_clearly, 2)[0]
+    assert "retain_graph=True through it is not supported" in message

@@ -58,3 +58,18 @@ def test_bf16_parameters_are_updated_through_fp32_master_copies(pools):
     master_dtype, param_dtype, step = pools(2).run(cases.bf16_params_step_through_fp32_masters)[0]
     assert (master_dtype, param_dtype) == ("torch.float32", "torch.bfloat16")
     assert step == pytest.approx(1e-3, rel=1e-4)  # the fp32 update is exact; bf16 would round it
+
+
+def test_zero_grad_without_set_to_none_does_not_double_main_grad(pools):
+    assert pools(2).run(cases.optimizer_survives_zero_grad_without_set_to_none)[0] == [2.0, 2.0, 2.0]
+
+
+def test_fp32_masters_follow_model_load_state_dict_and_checkpoints(pools):
+    after_load, after_resume, saved = pools(2).run(cases.masters_follow_the_model_and_the_checkpoint)[0]
+    assert after_load == 5.0  # weights loaded into the model after wrapping are not reverted
+    assert after_resume == saved == 1.25  # the checkpoint's fp32 masters are restored
+
+
+def test_dp_replicas_start_from_rank_0_and_unused_parameters_do_not_hang(pools):
+    (used0, unused0), (used1, unused1) = pools(2).run(cases.dp_replicas_start_equal_and_tolerate_unused_parameters, timeout=30)
+    assert used0 == used1 and unused0 == unused1

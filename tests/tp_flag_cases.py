@@ -166,3 +166,40 @@ def fused_path_does_not_hide_nan_or_inf(world: int) -> tuple[bool, bool]:
     layer(x).sum().backward()
     has_inf = bool((~torch.isfinite(layer.weight.main_grad)).any())
     return has_nan, has_inf
+
+
+def async_path_works_under_autocast(world: int, fused: bool) -> None:
+    """bf16 autocast: the custom-backward GEMM runs forward and backward in one dtype, grads reach fp32 params."""
+    init(make_strategy(world, flags=(True, True, fused)))
+    torch.manual_seed(0)
+    layer = parallel.ColumnParallelLinear(IN, OUT, gather_output=False)
+    torch.manual_seed(0)
+    ref = parallel.ColumnParallelLinear(IN, OUT, gather_output=False)
+    x = torch.randn(B, IN)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = layer(x.clone().requires_grad_())
+    assert y.dtype == torch.bfloat16
+    y.float().sum().backward()
+    ref(x.clone().requires_grad_()).sum().backward()
+    assert layer.weight.grad.dtype == torch.float32
+    close(layer.weight.grad, ref.weight.grad, "autocast weight grad", rtol=2e-2, atol=5e-2)
+
+
+def shard_init_works_with_any_seed(world: int) -> list[int]:
+    init(make_strategy(world))
+    torch.manual_seed(2**63 - 1)
+    layer = parallel.VocabParallelEmbedding(16, 4, init="shard")
+    return list(layer.weight.shape)
+
+
+def cross_entropy_refuses_a_second_backward_clearly(world: int) -> str:
+    init(make_strategy(world))
+    loss_fn = parallel.ParallelCrossEntropy()
+    logits = torch.randn(4, 8 // world, requires_grad=True)
+    loss = loss_fn(logits, torch.tensor([0, 1, 2, 3]))
+    loss.backward(retain_graph=True)
+    try:
+        loss.backward()
+    except RuntimeError as e:
+        return str(e)
+    raise AssertionError("second backward did not raise")

@@ -120,3 +120,47 @@ def bf16_params_step_through_fp32_masters() -> tuple[str, str, float]:
     master = opt.param_groups[0]["params"][1]
     step = float((before - master.detach()).mean())
     return str(master.dtype), str(layer.bias.dtype), step
+
+
+def optimizer_survives_zero_grad_without_set_to_none() -> list[float]:
+    """main_grad handed to the optimizer must not be added to itself after zero_grad(set_to_none=False)."""
+    init(make_strategy(dist.get_world_size()))
+    lin = nn.Linear(4, 3)
+    parallel.add_main_grad(lin)
+    opt = parallel.HybridParallelOptimizer(torch.optim.SGD(lin.parameters(), lr=0.0))
+    seen = []
+    for _ in range(3):
+        lin(torch.ones(2, 4)).sum().backward()
+        opt.step()
+        seen.append(float(lin.bias.main_grad[0]))
+        opt.zero_grad(set_to_none=False)
+    return seen
+
+
+def masters_follow_the_model_and_the_checkpoint() -> tuple[float, float, float]:
+    init(make_strategy(dist.get_world_size()))
+    model = nn.Linear(4, 3).to(torch.bfloat16)
+    opt = parallel.HybridParallelOptimizer(torch.optim.SGD(model.parameters(), lr=0.0))
+    model.load_state_dict({k: torch.full_like(v, 5.0) for k, v in model.state_dict().items()})  # after wrapping
+    model(torch.ones(2, 4, dtype=torch.bfloat16)).sum().backward()
+    opt.step()
+    after_load = float(model.weight[0, 0])
+    state = opt.state_dict()
+    state["fp32_master_params"][0].fill_(1.25)  # a checkpoint with its own fp32 masters
+    opt.load_state_dict(state)
+    model(torch.ones(2, 4, dtype=torch.bfloat16)).sum().backward()
+    opt.step()
+    return after_load, float(model.weight[0, 0]), float(state["fp32_master_params"][0][0, 0])
+
+
+def dp_replicas_start_equal_and_tolerate_unused_parameters() -> tuple[float, float]:
+    """dp2: ranks seeded differently end with rank 0's weights; a parameter unused on one rank still reduces."""
+    hcg = init(make_strategy(1, dp=dist.get_world_size()))
+    torch.manual_seed(100 + hcg.rank)  # deliberately different initialisation per replica
+    used, unused = nn.Linear(4, 1), nn.Linear(4, 1)
+    opt = parallel.HybridParallelOptimizer(torch.optim.SGD([*used.parameters(), *unused.parameters()], lr=1.0))
+    x = torch.ones(1, 4)
+    loss = used(x).sum() + (unused(x).sum() if hcg.rank == 0 else 0)
+    loss.backward()
+    opt.step()
+    return float(used.weight[0, 0]), float(unused.weight[0, 0])

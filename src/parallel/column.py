@@ -46,7 +46,8 @@ def accumulate_weight_grad(param: nn.Parameter, grad_out: torch.Tensor, inp: tor
     target = getattr(param, "main_grad", None)
     if target is None:
         if param.grad is None:
-            param.grad = grad_out.t() @ inp  # first micro-batch: the GEMM writes the buffer it creates
+            # First micro-batch: the GEMM writes the buffer it creates (cast only under autocast).
+            param.grad = (grad_out.t() @ inp).to(param.dtype)
             return
         target = param.grad
     if grad_out.dtype == target.dtype:
@@ -62,48 +63,55 @@ def accumulate_bias_grad(param: nn.Parameter, grad_out: torch.Tensor) -> None:
     target = getattr(param, "main_grad", None)
     if target is None:
         if param.grad is None:
-            param.grad = grad_out.sum(0)
+            param.grad = grad_out.sum(0, dtype=param.dtype)
             return
         target = param.grad
     target.add_(grad_out.sum(0, dtype=target.dtype))
 
 
 class _ColumnMatmul(Function):
-    """y = x @ W.T + b with the backward of mp_async_allreduce and mp_fused_linear_param_grad_add."""
+    """y = x @ W.T + b with the backward of mp_async_allreduce and mp_fused_linear_param_grad_add.
+
+    `weight`/`bias` are what the GEMM uses (the parameters, or their autocast copies); under the fused
+    flag the gradients go in place into `params` (the nn.Parameters) and autograd gets None for them.
+    Like Megatron's, the fused accumulation happens whenever this backward runs, even for
+    `torch.autograd.grad(y, x)`.
+    """
 
     @staticmethod
-    def forward(ctx, x, weight, bias, group, fused):
+    def forward(ctx, x, weight, bias, group, fused, params):
         ctx.save_for_backward(x, weight)
-        # The parameters themselves (not the saved copies) receive the fused in-place accumulation.
-        ctx.group, ctx.fused, ctx.weight, ctx.bias = group, fused, weight, bias
+        ctx.group, ctx.fused, ctx.has_bias, ctx.params = group, fused, bias is not None, params
         return F.linear(x, weight, bias)
 
     @staticmethod
     def backward(ctx, grad_out):
         x, weight = ctx.saved_tensors
-        bias = ctx.bias
         grad_out = grad_out.contiguous()
-        with record_function("ColumnParallelLinear.dx"):
-            grad_x = grad_out @ weight
-        # Launch the dx all-reduce now and compute dW/db while it is in flight; wait only before returning.
-        handle = comm.all_reduce(grad_x, ctx.group, async_op=True)
+        grad_x = handle = None
+        if ctx.needs_input_grad[0]:
+            with record_function("ColumnParallelLinear.dx"):
+                grad_x = grad_out @ weight
+            # Launch the dx all-reduce now and compute dW/db while it is in flight; wait only before returning.
+            handle = comm.all_reduce(grad_x, ctx.group, async_op=True)
         g2 = grad_out.reshape(-1, grad_out.shape[-1])
         x2 = x.reshape(-1, x.shape[-1])
         grad_w = grad_b = None
         with record_function("ColumnParallelLinear.dW (overlaps the dx all-reduce)"):
             if ctx.fused:
                 if ctx.needs_input_grad[1]:
-                    accumulate_weight_grad(ctx.weight, g2, x2)
-                if bias is not None and ctx.needs_input_grad[2]:
-                    accumulate_bias_grad(bias, g2)
+                    accumulate_weight_grad(ctx.params[0], g2, x2)
+                if ctx.has_bias and ctx.needs_input_grad[2]:
+                    accumulate_bias_grad(ctx.params[1], g2)
             else:
                 if ctx.needs_input_grad[1]:
                     grad_w = weight_grad(g2, x2)
-                if bias is not None and ctx.needs_input_grad[2]:
+                if ctx.has_bias and ctx.needs_input_grad[2]:
                     grad_b = g2.sum(0)
-        with record_function("ColumnParallelLinear.wait dx all-reduce"), comm.guard("async dx all-reduce", ctx.group):
-            handle.wait()
-        return grad_x, grad_w, grad_b, None, None
+        if handle is not None:
+            with record_function("ColumnParallelLinear.wait dx all-reduce"), comm.guard("async dx all-reduce", ctx.group):
+                handle.wait()
+        return grad_x, grad_w, grad_b, None, None, None
 
 
 def weight_grad(grad_out: torch.Tensor, inp: torch.Tensor) -> torch.Tensor:
@@ -165,10 +173,22 @@ class ColumnParallelLinear(nn.Module):
             _warn_if_no_overlap(x)
             if not self.settings.skip_c_identity:
                 x = comm.identity_node(x)
-            y = _ColumnMatmul.apply(x, self.weight, self.bias, self.group, self.settings.fused_linear_param_grad_add)
+            y = self._async_matmul(x)
         else:
             y = F.linear(comm.copy_to_mp(x, self.group), self.weight, self.bias)
         return comm.gather_from_mp(y, self.group) if self.gather_output else y
+
+    def _async_matmul(self, x: torch.Tensor) -> torch.Tensor:
+        """The custom-backward GEMM; under autocast it casts its inputs itself, as torch.amp.custom_fwd does,
+        so forward and backward run in one dtype."""
+        w: torch.Tensor = self.weight
+        b: torch.Tensor | None = self.bias
+        device = x.device.type
+        if torch.is_autocast_enabled(device):
+            dtype = torch.get_autocast_dtype(device)
+            x, w, b = x.to(dtype), w.to(dtype), b.to(dtype) if b is not None else None
+        with torch.autocast(device, enabled=False):
+            return _ColumnMatmul.apply(x, w, b, self.group, self.settings.fused_linear_param_grad_add, (self.weight, self.bias))
 
     def extra_repr(self) -> str:
         s = self.settings

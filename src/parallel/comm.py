@@ -81,6 +81,7 @@ class _CopyToMP(Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
+        # Summed in place: the incoming gradient is the fresh output of the matmul after this op.
         grad = grad.contiguous()
         all_reduce(grad, ctx.group)
         return grad, None
@@ -92,7 +93,10 @@ class _ReduceFromMP(Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup, skip_copy: bool) -> torch.Tensor:
         ctx.skip_copy = skip_copy
-        x = x.contiguous()
+        if x.is_contiguous():
+            ctx.mark_dirty(x)  # summed in place: autograd must know, in case x was saved for backward
+        else:
+            x = x.contiguous()
         all_reduce(x, group)
         return x
 

@@ -45,8 +45,12 @@ class _VocabParallelCrossEntropy(Function):
 
     @staticmethod
     def backward(ctx, grad_loss):
+        if getattr(ctx, "used", False):
+            raise RuntimeError("ParallelCrossEntropy's backward reuses its softmax buffer in place and runs once; "
+                               "retain_graph=True through it is not supported")
+        ctx.used = True
         softmax, local_target, outside, ignored = ctx.saved_tensors
-        grad = softmax  # reused in place: this graph is not meant to be walked twice
+        grad = softmax  # reused in place (as Megatron does): saves a [N, V/mp] buffer
         rows = torch.arange(grad.shape[0], device=grad.device)
         grad[rows, local_target] -= (~outside).to(grad.dtype)
         grad.mul_((grad_loss * (~ignored).to(grad_loss.dtype)).unsqueeze(-1))

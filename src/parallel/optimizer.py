@@ -40,9 +40,9 @@ def _grad_of(p: torch.Tensor) -> torch.Tensor | None:
     main = getattr(p, "main_grad", None)
     if main is None:
         return p.grad
-    if p.grad is not None:
+    if p.grad is not None and p.grad is not main:
         main.add_(p.grad)
-        p.grad = None
+    p.grad = None
     return main
 
 
@@ -67,15 +67,19 @@ class HybridParallelOptimizer:
         self.optimizer = optimizer
         self.hcg = hcg
         self.settings = hcg.resolved.mp
+        self._model_params: list[nn.Parameter] = [p for g in optimizer.param_groups for p in g["params"]]
+        if hcg.dp_size > 1:
+            # Start every replica from dp rank 0's values, as DDP does, whatever seed each rank used.
+            _broadcast_coalesced([p.detach() for p in self._model_params], hcg.dp_group)
         # Low-precision parameters are replaced inside the optimizer by fp32 masters it updates instead.
         self._master: dict[nn.Parameter, nn.Parameter] = {}
-        self._model_params: list[nn.Parameter] = []
+        self._synced_version: dict[nn.Parameter, int] = {}
         for group in optimizer.param_groups:
             for i, p in enumerate(group["params"]):
-                self._model_params.append(p)
                 if p.dtype in _LOW_PRECISION:
                     master = nn.Parameter(p.detach().float())
                     self._master[p] = master
+                    self._synced_version[p] = p._version
                     group["params"][i] = master
 
     # -- pass-through ---------------------------------------------------------------------------------
@@ -88,10 +92,23 @@ class HybridParallelOptimizer:
         return self.optimizer.state
 
     def state_dict(self) -> dict[str, Any]:
-        return self.optimizer.state_dict()
+        """The wrapped optimizer's state dict, plus the fp32 master copies (key "fp32_master_params",
+        in parameter order) when there are bf16/fp16 parameters, so a resume keeps full precision."""
+        out = self.optimizer.state_dict()
+        if self._master:
+            out["fp32_master_params"] = [self._master[p].detach().clone() if p in self._master else None for p in self._model_params]
+        return out
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state_dict = dict(state_dict)  # never modify the caller's dict
+        masters = state_dict.pop("fp32_master_params", None)
         self.optimizer.load_state_dict(state_dict)
+        with torch.no_grad():
+            for i, p in enumerate(self._model_params):
+                if p in self._master:
+                    saved = masters[i] if masters is not None else None
+                    self._master[p].copy_(saved if saved is not None else p.detach().float())
+                    self._synced_version[p] = p._version
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear `.grad` everywhere; `main_grad` buffers are zeroed in place (they are reused)."""
@@ -108,7 +125,15 @@ class HybridParallelOptimizer:
     def step(self, closure: Any = None) -> Any:
         if closure is not None:
             raise ValueError("HybridParallelOptimizer.step does not take a closure: run forward/backward first")
-        grads = [(p, g) for p in self._model_params if (g := _grad_of(p)) is not None]
+        self._refresh_stale_masters()
+        grads = []
+        for p in self._model_params:
+            g = _grad_of(p)
+            if g is None and p.requires_grad and self.hcg.dp_size > 1:
+                # Unused on this replica (a branch not taken): every rank must reduce the same buffers.
+                g = p.grad = torch.zeros_like(p)
+            if g is not None:
+                grads.append((p, g))
         if self.hcg.dp_size > 1:
             _all_reduce_coalesced([g for _, g in grads], self.hcg.dp_group, average=True)
         if self.settings.sync_grad:
@@ -118,13 +143,24 @@ class HybridParallelOptimizer:
             if target is not p or g is not p.grad:
                 target.grad = g if g.dtype == target.dtype else g.to(target.dtype)
         result = self.optimizer.step()
+        for p, g in grads:
+            if self._master.get(p, p).grad is g and g is getattr(p, "main_grad", None):
+                self._master.get(p, p).grad = None  # the optimizer saw main_grad; don't leave the alias behind
         if self.settings.sync_param:
             self._sync([self._master.get(p, p) for p in self._model_params if not is_sharded(p)])
         if self.settings.sync_moment:
             self._sync(list(self._moments()))
         for p, master in self._master.items():
             p.copy_(master)
+            self._synced_version[p] = p._version
         return result
+
+    def _refresh_stale_masters(self) -> None:
+        """Take a parameter changed outside the optimizer (e.g. model.load_state_dict) into its master."""
+        for p, master in self._master.items():
+            if p._version != self._synced_version[p]:
+                master.copy_(p.detach().float())
+                self._synced_version[p] = p._version
 
     def _moments(self) -> Iterator[torch.Tensor]:
         """Tensor-valued optimizer state of replicated parameters, of the parameter's shape (Adam's m and v)."""

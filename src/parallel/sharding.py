@@ -42,5 +42,5 @@ def shard_of(full: torch.Tensor, dim: int, rank: int, parts: int) -> torch.Tenso
 def shard_init_generator(device: torch.device | str | None, mp_rank: int) -> torch.Generator:
     """A generator for per-shard init: seeded from torch's current seed and the mp rank, so shards differ."""
     gen = torch.Generator(device=device or "cpu")
-    gen.manual_seed(torch.initial_seed() * 1_000_003 + mp_rank + 1)
+    gen.manual_seed((torch.initial_seed() * 1_000_003 + mp_rank + 1) % (1 << 63))  # an unseeded run's seed is 64-bit
     return gen

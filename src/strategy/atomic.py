@@ -15,9 +15,23 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _fsync_dir(folder: str) -> None:
+    """Make the rename itself durable (best effort: some filesystems refuse)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Replace `path` with `data` in one step, keeping an existing file's permissions."""
-    target = os.fspath(path)
+    target = os.path.realpath(os.fspath(path))  # write through a symlink, don't replace it
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
@@ -36,6 +50,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
             os.close(fd)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
+        _fsync_dir(folder)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

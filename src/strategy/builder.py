@@ -87,7 +87,7 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx)
             if schema.is_message(field):
                 _fill(target.add(), _expect_mapping(item, path), path + ".", ctx)
             else:
-                target.append(_scalar(field, item, path))
+                target.append(_scalar(field, item, path, ctx.text))
         return
     if isinstance(node, Sequence):
         raise StrategyError.at(node.where, f"{path} takes a single value, got a list", field=path)
@@ -95,7 +95,7 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx)
         _fill(getattr(msg, field.name), _expect_mapping(node, path), path + ".", ctx)
         getattr(msg, field.name).SetInParent()
     else:
-        setattr(msg, field.name, _scalar(field, node, path))
+        setattr(msg, field.name, _scalar(field, node, path, ctx.text))
 
 
 def _expect_mapping(node: Node, path: str) -> Mapping:
@@ -124,14 +124,25 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def _scalar(field: FieldDescriptor, node: Node, path: str) -> Any:
+def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -> Any:
+    """The node's value for `field`; `text` applies the text format's stricter and wider literal rules."""
     if not isinstance(node, Scalar):
         raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_kind(node)}", field=path)
     value = node.value
     cpp = field.cpp_type
     kind = type(value)
-    if (kind is bool and cpp == _BOOL) or (kind is str and cpp == _STRING):
+    if kind is bool and cpp == _BOOL:
         return value  # the common cases first
+    if kind is str and cpp == _STRING:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StrategyError.at(node.where, f"{path} is not valid UTF-8 text", field=path) from None
+        return value
+    if text and kind is int and cpp == _BOOL and value in (0, 1):
+        return bool(value)  # the text format spells bools 0 and 1 too
+    if text and kind is float and cpp in _INT_RANGES:
+        raise StrategyError.at(node.where, f"{path} expects an integer, got the number {value!r}", field=path)
     if kind is int and cpp in _INT_RANGES:
         low, high = _INT_RANGES[cpp]
         if not low <= value <= high:

@@ -41,7 +41,7 @@ def format_for(path: str | os.PathLike[str], format: str | None = None) -> str:
     if ext not in EXTENSIONS:
         known = " ".join(EXTENSIONS)
         what = f"unknown extension {ext!r}" if ext else "no file extension"
-        raise StrategyError(f"{what}: cannot tell the format; use one of {known}, or pass format=", source=os.fspath(path))
+        raise StrategyError(f"{what}: cannot tell the format; use one of {known}, or name the format (format=, or --from/--to)", source=os.fspath(path))
     return EXTENSIONS[ext]
 
 

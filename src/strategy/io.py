@@ -54,6 +54,8 @@ def read_bytes(source: str) -> bytes:
             data = f.read(min(st.st_size, MAX_BYTES) + 1 if stat.S_ISREG(st.st_mode) else MAX_BYTES + 1)
     except OSError as e:
         raise StrategyError(f"cannot read the file: {e.strerror or e}", source=source) from None
+    if len(data) > MAX_BYTES:  # refuse here, so no caller (fmt) ever works on a truncated file
+        raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
     return data
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import Location, StrategyError
-from .textproto import Token, tokenize
+from .textproto import Token, parse, tokenize
+from .tree import Mapping, Sequence
 
 __all__ = ["format_text"]
 
@@ -36,10 +37,11 @@ def _annotate(text: str, source: str) -> list[_Sig]:
                 pending.append("")  # a blank line (several collapse into one)
             continue
         if tok.kind == "comment":
+            text = tok.text.rstrip("\r")  # CRLF files come out with \n line ends throughout
             if sigs and sigs[-1].tok.line == tok.line and not pending:
-                sigs[-1].trailing.append(tok.text)
+                sigs[-1].trailing.append(text)
             else:
-                pending.append(tok.text)
+                pending.append(text)
             continue
         sigs.append(_Sig(tok, pending))
         pending = []
@@ -94,7 +96,7 @@ class _Printer:
         comments = list(name.trailing)
         if self.peek().tok.text == ":":
             colon = self.next()
-            comments += colon.leading + colon.trailing
+            comments += [c for c in colon.leading if c] + colon.trailing
         opener = self.peek()
         if opener.tok.text in _CLOSE:
             self.i += 1
@@ -137,7 +139,7 @@ class _Printer:
 
     def list_value(self) -> tuple[str, list[str]]:
         opener = self.next()
-        comments = list(opener.trailing)
+        comments = [c for c in opener.leading if c] + opener.trailing
         values: list[str] = []
         while self.peek().tok.text != "]":
             if self.peek().tok.kind == "eof":
@@ -159,9 +161,25 @@ class _Printer:
 
 
 def format_text(text: str, source: str = "<string>") -> str:
-    """The canonical layout of a text-format document; syntax errors are StrategyErrors with locations."""
+    """The canonical layout of a text-format document; syntax errors are StrategyErrors with locations.
+
+    The input is parsed first (so invalid files are refused, never rewritten), and so is the output.
+    """
+    before = parse(text, source)
     printer = _Printer(_annotate(text, source), source)
     printer.message(None, "")
     while printer.lines and printer.lines[-1] == "":
         printer.lines.pop()
-    return "\n".join(printer.lines) + "\n" if printer.lines else ""
+    out = "\n".join(printer.lines) + "\n" if printer.lines else ""
+    if _shape(parse(out, source)) != _shape(before):  # an internal invariant: never write a different document
+        raise StrategyError("the formatter would change the document's meaning; file left as it is", source=source)
+    return out
+
+
+def _shape(node):
+    """A located tree without its locations, to compare two parses."""
+    if isinstance(node, Mapping):
+        return tuple((key, _shape(value)) for key, _, value in node.items)
+    if isinstance(node, Sequence):
+        return tuple(_shape(item) for item in node.items)
+    return node.value

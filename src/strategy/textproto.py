@@ -35,6 +35,7 @@ _FIRST = {"#": "comment", '"': "string", "'": "string"}
 _FIRST.update(dict.fromkeys("0123456789", "number"))
 _FIRST.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_", "ident"))
 _INT = re.compile(r"0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*")
+_FLOAT = re.compile(r"(?:\d+\.\d*|\.\d+|\d+(?=[eEfF]))(?:[eE][+-]?\d+)?[fF]?|\d+\.?\d*[eE][+-]?\d+[fF]?")
 _BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
 _FLOATS = {"inf": float("inf"), "infinity": float("inf"), "nan": float("nan")}
 _CLOSE = {"{": "}", "<": ">"}
@@ -172,7 +173,7 @@ class _Parser:
         tok = self.tokens[self.i]
         self.i += 1
         if tok.kind == "number":
-            value = self.number(tok.text)
+            value = self.number(tok)
             return _new(Scalar, (-value if negative else value, where))
         if tok.kind == "ident":
             lowered = tok.text.lower()
@@ -185,13 +186,16 @@ class _Parser:
         self.i -= 1
         raise self.fail(f"expected a value, got {self.describe(tok)}")
 
-    def number(self, text: str) -> int | float:
+    def number(self, tok: Token) -> int | float:
+        text = tok.text
         if len(text) > _MAX_NUMBER_CHARS:  # no field holds it, and int() of thousands of digits is refused
-            raise self.fail(f"number {text[:24]}... ({len(text)} characters) is out of range for any field")
+            raise self.fail(f"number {text[:24]}... ({len(text)} characters) is out of range for any field", tok)
         if _INT.fullmatch(text):
             if text[:2].lower() == "0x":
                 return int(text, 16)
             return int(text, 8) if len(text) > 1 and text[0] == "0" else int(text)
+        if not _FLOAT.fullmatch(text):  # e.g. 08: not octal, not a float
+            raise self.fail(f"invalid number {text}", tok)
         return float(text.rstrip("fF"))
 
     def unquote(self, tok: Token) -> str:

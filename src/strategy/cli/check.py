@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .. import schema
 from ..errors import StrategyError
 from ..explain import explain
-from ..resolution import Resolved, resolve
+from ..resolution import Resolved, resolve_with_reasons
 from .common import add_format, add_policy, add_set, add_world_size, read, show_value, subparser
 
 __all__ = ["format_resolved", "register"]
@@ -81,11 +83,29 @@ def format_resolved(resolved: Resolved) -> str:
     return "\n".join(lines)
 
 
+def _resolved(path: str, args: argparse.Namespace) -> Resolved:
+    """Load (with the rules checked and warned once, there) and resolve; errors name the file."""
+    s = read(path, args.from_, overrides=args.overrides, policy=args.policy)
+    with _naming(path):
+        return resolve_with_reasons(s, world_size=args.world_size, policy=args.policy, requires=False)[0]
+
+
+@contextmanager
+def _naming(path: str) -> Iterator[None]:
+    """Errors from resolution know the field, not the file: add it."""
+    try:
+        yield
+    except StrategyError as e:
+        if e.source is None:
+            e.source = "<stdin>" if path == "-" else path
+        raise
+
+
 def _validate(args: argparse.Namespace) -> int:
     failed = 0
     for path in args.files:
         try:
-            resolve(read(path, args.from_, overrides=args.overrides, policy=args.policy), world_size=args.world_size, policy=args.policy)
+            _resolved(path, args)
             print(f"{path}: ok")
         except StrategyError as e:
             print(e, file=sys.stderr)
@@ -94,12 +114,12 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _resolve(args: argparse.Namespace) -> int:
-    s = read(args.file, args.from_, overrides=args.overrides, policy=args.policy)
-    print(format_resolved(resolve(s, world_size=args.world_size, policy=args.policy)))
+    print(format_resolved(_resolved(args.file, args)))
     return 0
 
 
 def _explain(args: argparse.Namespace) -> int:
     s = read(args.file, args.from_, overrides=args.overrides, requires=False)
-    print(explain(s, world_size=args.world_size))
+    with _naming(args.file):
+        print(explain(s, world_size=args.world_size))
     return 0

@@ -42,8 +42,15 @@ def add_set(p: argparse.ArgumentParser) -> None:
                    help="override a field after the file is read (repeatable)")
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def add_world_size(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world-size", type=int, metavar="N", help="number of ranks (default: WORLD_SIZE, else the degrees' product)")
+    p.add_argument("--world-size", type=_positive, metavar="N", help="number of ranks (default: WORLD_SIZE, else the degrees' product)")
 
 
 def add_format(p: argparse.ArgumentParser, flag: str, what: str) -> None:
