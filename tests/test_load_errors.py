@@ -234,3 +234,13 @@ def test_text_format_integers_are_as_strict_as_protobufs(literal, message):
 def test_text_format_bools_may_be_spelled_0_and_1_as_protobuf_allows():
     s = strategy.loads("hybrid_configs { mp_configs { sync_param: 0 sync_grad: 1 } }")
     assert (s.hybrid_configs.mp_configs.sync_param, s.hybrid_configs.mp_configs.sync_grad) == (False, True)
+
+
+def test_a_block_closed_by_the_wrong_bracket_says_which_one_it_expected():
+    with pytest.raises(StrategyError, match=r"^<string>:1:31: expected '>' to close this block, got '}'$"):
+        strategy.loads("hybrid_configs < mp_degree: 2 }")
+
+
+def test_a_huge_float_for_an_integer_is_reported_briefly():
+    with pytest.raises(StrategyError, match=r"mp_degree expects an integer, got the number 1e\+300$"):
+        strategy.loads('{"hybrid_configs": {"mp_degree": 1e300}}', format="json")

@@ -152,7 +152,7 @@ def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -
     if cpp == FieldDescriptor.CPPTYPE_BOOL and isinstance(value, bool):
         ok = value
     elif cpp in _INT_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if isinstance(value, float) and value.is_integer():
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**64:
             value = int(value)
         if isinstance(value, int):
             low, high = _INT_RANGES[cpp]

@@ -126,6 +126,8 @@ class _Parser:
             if self.tokens[self.i].kind == "eof":
                 raise self.fail(f"expected '{close}' before end of file")
             name_tok = self.tokens[self.i]
+            if name_tok.text in ("}", ">") and close is not None:
+                raise self.fail(f"expected '{close}' to close this block, got {name_tok.text!r}")
             if name_tok.kind != "ident":
                 hint = " (extensions and Any are not used in strategy files)" if name_tok.text == "[" else ""
                 raise self.fail(f"expected a field name, got {self.describe(name_tok)}{hint}")
