@@ -19,7 +19,6 @@ import harness  # noqa: E402
 from tp_block import with_flags  # noqa: E402
 
 import parallel  # noqa: E402
-import strategy  # noqa: E402
 
 B, H, F = 512, 1024, 4096  # the output [B, F/2] and dW [F/2, H] differ in size, so dW-sized means dW
 MICRO_BATCHES = (1, 4, 8)
@@ -39,13 +38,7 @@ def backward_allocations(layer, xs, gy, dw_bytes: int, device: str) -> tuple[int
 
 
 def run(rank, world, device, rounds):
-    s = strategy.DistributedStrategy()
-    s.hybrid_configs.mp_degree = world
-    hcg = parallel.init(s)
-    # On GPUs: bf16 weights with fp32 main_grad, the case the fused flag is for.
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    dev = torch.device(device, rank) if device == "cuda" else torch.device("cpu")
-    timer = harness.Timer(device)
+    hcg, dtype, dev, timer = harness.setup(rank, world, device)  # bf16 (with fp32 main_grad) on GPUs
     variants = {
         "unfused (autograd accumulates .grad)": (True, False, False),
         "fused into main_grad": (True, False, True),
@@ -56,7 +49,8 @@ def run(rank, world, device, rounds):
         layers[name] = parallel.ColumnParallelLinear(H, F, gather_output=False, hcg=with_flags(hcg, flags), device=dev, dtype=dtype)
         if flags[2]:
             parallel.add_main_grad(layers[name])  # allocated once, outside the measured steps
-    xs = [torch.randn(B, H, device=dev, dtype=dtype) for _ in range(max(MICRO_BATCHES))]
+    # Inputs that need a gradient, as hidden states inside a network do (so dx is computed and all-reduced).
+    xs = [torch.randn(B, H, device=dev, dtype=dtype, requires_grad=True) for _ in range(max(MICRO_BATCHES))]
     gy = torch.randn(B, F // world, device=dev, dtype=dtype)
     dw_bytes = (F // world) * H * torch.finfo(dtype).bits // 8
     out = {}

@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -84,6 +84,26 @@ def run_ranks(world: int, device: str, fn: Callable, *args: Any) -> Any:
     if status != "ok":
         raise RuntimeError(payload)
     return payload
+
+
+class Setup(NamedTuple):
+    hcg: Any  # parallel.HybridGroup
+    dtype: torch.dtype
+    device: torch.device
+    timer: "Timer"
+
+
+def setup(rank: int, world: int, device: str) -> Setup:
+    """parallel.init with mp_degree = world, and the dtype/device/timer of this run (bf16 on GPUs)."""
+    import parallel
+    import strategy
+
+    s = strategy.DistributedStrategy()
+    s.hybrid_configs.mp_degree = world
+    hcg = parallel.init(s)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    dev = torch.device(device, rank) if device == "cuda" else torch.device("cpu")
+    return Setup(hcg, dtype, dev, Timer(device))
 
 
 class Timer:

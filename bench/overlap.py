@@ -19,18 +19,12 @@ import harness  # noqa: E402
 from tp_block import with_flags  # noqa: E402
 
 import parallel  # noqa: E402
-import strategy  # noqa: E402
 
 SHAPES = {"B=2048 H=1024 F=4096": (2048, 1024, 4096), "B=8192 H=512 F=2048": (8192, 512, 2048)}
 
 
 def run(rank, world, device, rounds):
-    s = strategy.DistributedStrategy()
-    s.hybrid_configs.mp_degree = world
-    hcg = parallel.init(s)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    dev = torch.device(device, rank) if device == "cuda" else torch.device("cpu")
-    timer = harness.Timer(device)
+    hcg, dtype, dev, timer = harness.setup(rank, world, device)  # bf16 (with fp32 main_grad) on GPUs
     out = {}
     for label, (b, h, f) in SHAPES.items():
         x = torch.randn(b, h, device=dev, dtype=dtype, requires_grad=True)

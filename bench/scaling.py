@@ -19,7 +19,6 @@ import harness  # noqa: E402
 from tp_block import with_flags  # noqa: E402
 
 import parallel  # noqa: E402
-import strategy  # noqa: E402
 
 B = 512
 HIDDEN = (256, 512, 1024, 2048)
@@ -27,12 +26,7 @@ MODES = {"no flags": (False, False, False), "all three flags": (True, True, True
 
 
 def run(rank, world, device, rounds, hidden_sizes):
-    s = strategy.DistributedStrategy()
-    s.hybrid_configs.mp_degree = world
-    hcg = parallel.init(s)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    dev = torch.device(device, rank) if device == "cuda" else torch.device("cpu")
-    timer = harness.Timer(device)
+    hcg, dtype, dev, timer = harness.setup(rank, world, device)  # bf16 (with fp32 main_grad) on GPUs
     out = {}
     for h in hidden_sizes:
         x = torch.randn(B, h, device=dev, dtype=dtype, requires_grad=True)

@@ -17,7 +17,6 @@ import harness  # noqa: E402
 from tp_block import with_flags  # noqa: E402
 
 import parallel  # noqa: E402
-import strategy  # noqa: E402
 from parallel.introspect import OpCounter, graph_nodes  # noqa: E402
 
 B, H, F_ = 512, 1024, 4096
@@ -25,14 +24,9 @@ LAYERS = 4  # blocks of Column -> GELU -> Row, as in a small transformer's MLPs
 
 
 def run(rank, world, device, rounds):
-    s = strategy.DistributedStrategy()
-    s.hybrid_configs.mp_degree = world
-    hcg = parallel.init(s)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    dev = torch.device(device, rank) if device == "cuda" else torch.device("cpu")
+    hcg, dtype, dev, timer = harness.setup(rank, world, device)  # bf16 (with fp32 main_grad) on GPUs
     x = torch.randn(B, H, device=dev, dtype=dtype, requires_grad=True)
     gy = torch.randn(B, H, device=dev, dtype=dtype)
-    timer = harness.Timer(device)
     variants, stats = {}, {}
     for name, flags in (("async, with c_identity", (True, False, False)), ("async + mp_skip_c_identity", (True, True, False))):
         h = with_flags(hcg, flags)

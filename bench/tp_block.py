@@ -23,7 +23,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 
 import parallel  # noqa: E402
-import strategy  # noqa: E402
 
 SHAPES = {"B=512 H=1024 F=4096": (512, 1024, 4096), "comm-heavy B=4096 H=256 F=512": (4096, 256, 512)}
 FLAGS = [f for f in itertools.product([False, True], repeat=3) if f[0] or not (f[1] or f[2])]
@@ -109,12 +108,7 @@ def dtensor_step(device, world, h, f, x, gy, dtype):
 
 
 def run(rank, world, device, rounds):
-    s = strategy.DistributedStrategy()
-    s.hybrid_configs.mp_degree = world
-    hcg = parallel.init(s)
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    dev = torch.device(device, rank) if device == "cuda" else torch.device("cpu")
-    timer = harness.Timer(device)
+    hcg, dtype, dev, timer = harness.setup(rank, world, device)  # bf16 (with fp32 main_grad) on GPUs
     out = {}
     for label, (b, h, f) in SHAPES.items():
         torch.manual_seed(1)

@@ -16,10 +16,9 @@ from torch import nn
 from torch.autograd import Function
 from torch.profiler import record_function
 
-from strategy import MpSettings
-
 from . import comm
-from .groups import HybridGroup, current
+from .groups import HybridGroup
+from .module import MpModule
 from .sharding import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["ColumnParallelLinear"]
@@ -119,7 +118,7 @@ def weight_grad(grad_out: torch.Tensor, inp: torch.Tensor) -> torch.Tensor:
     return grad_out.t() @ inp
 
 
-class ColumnParallelLinear(nn.Module):
+class ColumnParallelLinear(MpModule):
     """Linear layer whose weight rows (outputs) are split across the mp group.
 
     `weight` is this rank's contiguous block of rows of the full `[out, in]` weight, `bias` its block.
@@ -152,12 +151,9 @@ class ColumnParallelLinear(nn.Module):
         dtype: torch.dtype | None = None,
         init: str = "full",
     ) -> None:
-        super().__init__()
-        hcg = hcg or current()
+        super().__init__(hcg, init)
         self.in_features, self.out_features = in_features, out_features
         self.gather_output = gather_output
-        self.group, self.mp_rank, self.mp_size = hcg.mp_group, hcg.mp_rank, hcg.mp_size
-        self.settings: MpSettings = hcg.resolved.mp
         local_out = divide(type(self).__name__, "out_features", out_features, self.mp_size)
         weight, bias_t = _init_linear(in_features, out_features, local_out, bias, self.mp_rank, self.mp_size, device, dtype, init)
         self.weight = mark_sharded(nn.Parameter(weight), 0)
@@ -206,8 +202,6 @@ def _init_linear(in_f, out_f, local_out, bias, rank, parts, device, dtype, init)
         w = shard_of(full.weight.detach(), 0, rank, parts)
         b = shard_of(full.bias.detach(), 0, rank, parts) if bias else None
         return w, b
-    if init != "shard":
-        raise ValueError(f"init must be 'full' or 'shard', got {init!r}")
     gen = shard_init_generator(device, rank)
     bound = 1 / math.sqrt(in_f) if in_f > 0 else 0  # kaiming_uniform(a=sqrt(5)) on fan_in = in_f
     w = torch.empty(local_out, in_f, device=device, dtype=dtype).uniform_(-bound, bound, generator=gen)

@@ -9,11 +9,11 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch import nn
 from torch.autograd import Function
 
 from . import comm
-from .groups import HybridGroup, current
+from .groups import HybridGroup
+from .module import MpModule
 
 __all__ = ["ParallelCrossEntropy"]
 
@@ -57,7 +57,7 @@ class _VocabParallelCrossEntropy(Function):
         return grad, None, None, None, None
 
 
-class ParallelCrossEntropy(nn.Module):
+class ParallelCrossEntropy(MpModule):
     """Cross entropy for logits sharded on the last dim (e.g. a ColumnParallelLinear head, gather_output=False).
 
     forward(logits `[..., V / mp]`, target `[...]`) equals
@@ -67,12 +67,10 @@ class ParallelCrossEntropy(nn.Module):
     """
 
     def __init__(self, *, reduction: str = "mean", ignore_index: int = -100, hcg: HybridGroup | None = None) -> None:
-        super().__init__()
         if reduction not in _REDUCTIONS:
             raise ValueError(f"reduction must be one of {', '.join(_REDUCTIONS)}, got {reduction!r}")
-        hcg = hcg or current()
+        super().__init__(hcg)
         self.reduction, self.ignore_index = reduction, ignore_index
-        self.group, self.mp_rank, self.mp_size = hcg.mp_group, hcg.mp_rank, hcg.mp_size
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         if logits.shape[:-1] != target.shape:

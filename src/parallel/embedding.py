@@ -11,13 +11,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import comm
-from .groups import HybridGroup, current
+from .groups import HybridGroup
+from .module import MpModule
 from .sharding import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["VocabParallelEmbedding"]
 
 
-class VocabParallelEmbedding(nn.Module):
+class VocabParallelEmbedding(MpModule):
     """Embedding table split by rows (vocabulary) across the mp group.
 
     `weight` is this rank's block `[num_embeddings / mp, embedding_dim]`, rows
@@ -35,20 +36,16 @@ class VocabParallelEmbedding(nn.Module):
         dtype: torch.dtype | None = None,
         init: str = "full",
     ) -> None:
-        super().__init__()
-        hcg = hcg or current()
+        super().__init__(hcg, init)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.group, self.mp_rank, self.mp_size = hcg.mp_group, hcg.mp_rank, hcg.mp_size
         local = divide(type(self).__name__, "num_embeddings", num_embeddings, self.mp_size)
         self.vocab_start, self.vocab_end = self.mp_rank * local, (self.mp_rank + 1) * local
         if init == "full":
             full = nn.Embedding(num_embeddings, embedding_dim, device=device, dtype=dtype)
             weight = shard_of(full.weight.detach(), 0, self.mp_rank, self.mp_size)
-        elif init == "shard":
+        else:
             gen = shard_init_generator(device, self.mp_rank)
             weight = torch.empty(local, embedding_dim, device=device, dtype=dtype).normal_(generator=gen)
-        else:
-            raise ValueError(f"init must be 'full' or 'shard', got {init!r}")
         self.weight = mark_sharded(nn.Parameter(weight), 0)
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:

@@ -12,16 +12,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from strategy import MpSettings
-
 from . import comm
-from .groups import HybridGroup, current
+from .groups import HybridGroup
+from .module import MpModule
 from .sharding import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["RowParallelLinear"]
 
 
-class RowParallelLinear(nn.Module):
+class RowParallelLinear(MpModule):
     """Linear layer whose weight columns (inputs) are split across the mp group.
 
     `weight` is this rank's block of columns `[out, in / mp]`; `bias` is full and added after the all-reduce.
@@ -45,26 +44,21 @@ class RowParallelLinear(nn.Module):
         dtype: torch.dtype | None = None,
         init: str = "full",
     ) -> None:
-        super().__init__()
-        hcg = hcg or current()
+        super().__init__(hcg, init)
         self.in_features, self.out_features = in_features, out_features
         self.input_is_parallel = input_is_parallel
-        self.group, self.mp_rank, self.mp_size = hcg.mp_group, hcg.mp_rank, hcg.mp_size
-        self.settings: MpSettings = hcg.resolved.mp
         local_in = divide(type(self).__name__, "in_features", in_features, self.mp_size)
         if init == "full":
             full = nn.Linear(in_features, out_features, bias=bias, device=device, dtype=dtype)
             weight = shard_of(full.weight.detach(), 1, self.mp_rank, self.mp_size)
             bias_t = full.bias.detach().clone() if bias else None
-        elif init == "shard":
+        else:
             gen = shard_init_generator(device, self.mp_rank)
             bound = 1 / math.sqrt(in_features)  # fan_in is the full in_features, as in nn.Linear
             weight = torch.empty(out_features, local_in, device=device, dtype=dtype).uniform_(-bound, bound, generator=gen)
             # The bias is replicated: every rank draws it from the same stream so the copies agree.
             same = shard_init_generator(device, -1)
             bias_t = torch.empty(out_features, device=device, dtype=dtype).uniform_(-bound, bound, generator=same) if bias else None
-        else:
-            raise ValueError(f"init must be 'full' or 'shard', got {init!r}")
         self.weight = mark_sharded(nn.Parameter(weight), 1)
         if bias_t is not None:
             self.bias = nn.Parameter(bias_t)
