@@ -135,3 +135,26 @@ def test_the_warn_policy_warns_once_per_problem(write):
     assert result.returncode == 0
     assert result.stderr.count("strategy: warning:") == 1
     assert f"{path}:1:31:" in result.stderr
+
+
+def test_validate_reports_every_problem_in_a_file_not_just_the_first(write):
+    path = write("many.prototxt", """hybrid_configs {
+  mp_degre: 2
+  dp_degree: 0
+  mp_configs {
+    sync_mode: "avg"
+    mp_skip_c_identity: true
+    mp_async_allreduse: true
+  }
+}
+""")
+    result = strategy_cli("validate", str(path), "--set", "hybrid_configs.pp_degre=1")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"{path}:2:3: unknown field hybrid_configs.mp_degre; did you mean 'mp_degree'?",
+        f"{path}:3:3: hybrid_configs.dp_degree must be >= 1, or -1 to infer it; got 0",
+        f"{path}:5:5: hybrid_configs.mp_configs.sync_mode must be one of \"broadcast\", \"average\"; got \"avg\"; did you mean 'average'?",
+        f"{path}:6:5: hybrid_configs.mp_configs.mp_skip_c_identity requires hybrid_configs.mp_configs.mp_async_allreduce: true",
+        f"{path}:7:5: unknown field hybrid_configs.mp_configs.mp_async_allreduse; did you mean 'mp_async_allreduce'?",
+        "--set hybrid_configs.pp_degre=1: unknown field: hybrid_configs has no field 'pp_degre'; did you mean 'pp_degree'?",
+    ]

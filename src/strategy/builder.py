@@ -33,12 +33,23 @@ class _Ctx:
     policy: str
     json_names: bool  # JSON, YAML and dicts may also use lowerCamelCase names, as protobuf's JSON mapping does
     text: bool  # text format repeats a repeated field's name once per element
+    errors: list[StrategyError] | None = None  # collect and go on (validate reports every problem), or raise
     positions: Positions = dc_field(default_factory=dict)
 
+    def fail(self, error: StrategyError) -> None:
+        if self.errors is None:
+            raise error
+        self.errors.append(error)
 
-def build(msg: Message, node: Node, *, policy: str, text: bool = False) -> Positions:
-    """Merge `node` into `msg`; returns the location of every field it set, by dotted path."""
-    ctx = _Ctx(policy, json_names=not text, text=text)
+
+def build(
+    msg: Message, node: Node, *, policy: str, text: bool = False, errors: list[StrategyError] | None = None
+) -> Positions:
+    """Merge `node` into `msg`; returns the location of every field it set, by dotted path.
+
+    With `errors`, problems are appended there and the rest of the document is still checked.
+    """
+    ctx = _Ctx(policy, json_names=not text, text=text, errors=errors)
     if isinstance(node, Scalar) and node.value is None:
         return ctx.positions  # an empty YAML document or JSON null: nothing set
     if not isinstance(node, Mapping):
@@ -65,16 +76,21 @@ def _fill(msg: Message, node: Mapping, prefix: str, ctx: _Ctx) -> None:
             names = [f.name for f in desc.fields]
             text = f"unknown field {prefix}{key}" + schema.did_you_mean(key, names)
             if ctx.policy == "strict":
-                raise StrategyError.at(where, text, field=path)
-            warn(where, text + " (ignored under policy 'warn')", stacklevel=6)
+                ctx.fail(StrategyError.at(where, text, field=path))
+            else:
+                warn(where, text + " (ignored under policy 'warn')", stacklevel=6)
             continue
         if field.name in seen and not (ctx.text and field.is_repeated):
             first = seen[field.name]
             at = f" (first set at line {first.line})" if first.line else ""
-            raise StrategyError.at(where, f"{path} is set twice{at}; keep one", field=path)
+            ctx.fail(StrategyError.at(where, f"{path} is set twice{at}; keep one", field=path))
+            continue
         seen[field.name] = where
         ctx.positions[path] = where
-        _set(msg, field, value, path, ctx)
+        try:
+            _set(msg, field, value, path, ctx)
+        except StrategyError as e:
+            ctx.fail(e)
 
 
 def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx) -> None:

@@ -56,8 +56,13 @@ def decode(data: bytes, source: str) -> str:
         raise StrategyError(f"not UTF-8 text (byte 0x{data[e.start]:02x}); is this a binary file?", source=source, line=line, column=column) from None
 
 
-def parse(data: str | bytes, format: str, *, source: str, policy: str) -> tuple[DistributedStrategy, Positions]:
-    """Parse one document into a message, with the location of every field it sets."""
+def parse(
+    data: str | bytes, format: str, *, source: str, policy: str, errors: list[StrategyError] | None = None
+) -> tuple[DistributedStrategy, Positions]:
+    """Parse one document into a message, with the location of every field it sets.
+
+    Syntax errors always raise; with `errors`, schema problems are collected there and parsing goes on.
+    """
     msg = DistributedStrategy()
     if format == "binary":
         if isinstance(data, str):
@@ -66,10 +71,10 @@ def parse(data: str | bytes, format: str, *, source: str, policy: str) -> tuple[
         return msg, {}
     text = decode(data, source) if isinstance(data, bytes) else data
     if format == "prototxt":
-        return msg, build(msg, textproto.parse(text, source), policy=policy, text=True)
+        return msg, build(msg, textproto.parse(text, source), policy=policy, text=True, errors=errors)
     # Imported on first use: the CLI starts faster when a run needs neither YAML nor JSON.
     reader = importlib.import_module(".jsonread" if format == "json" else ".yamlread", __package__)
-    return msg, build(msg, reader.parse(text, source), policy=policy)
+    return msg, build(msg, reader.parse(text, source), policy=policy, errors=errors)
 
 
 def serialize(msg: DistributedStrategy, format: str) -> str | bytes:

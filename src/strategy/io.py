@@ -87,6 +87,28 @@ def _load(
 load_bytes = _load  # for the CLI, which also reads standard input
 
 
+def problems(
+    data: str | bytes, fmt: str, source: str, overrides: Iterable[str], policy: str
+) -> tuple[DistributedStrategy | None, list[StrategyError]]:
+    """Every problem in one document (not just the first), and the message when it parsed.
+
+    A syntax error stops the parse, so it is reported alone; schema, override and rule problems are all
+    collected. Used by `strategy validate`.
+    """
+    rules.check_policy(policy)
+    errors: list[StrategyError] = []
+    try:
+        if len(data) > MAX_BYTES:
+            raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
+        msg, positions = parse(data, fmt, source=source, policy=policy, errors=errors)
+        if overrides:
+            positions.update(_overrides.apply(msg, overrides, policy=policy, errors=errors))
+        rules.check(msg, positions, policy=policy, source=source, errors=errors)
+    except StrategyError as e:
+        return None, errors + [e]
+    return msg, errors
+
+
 def from_dict(d: Mapping[str, Any], *, policy: str = "strict") -> DistributedStrategy:
     """Build a strategy from nested dicts with proto field names; `d` is never modified."""
     rules.check_policy(policy)

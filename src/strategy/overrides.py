@@ -18,26 +18,39 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-def apply(msg: Message, overrides: Iterable[str], *, policy: str) -> Positions:
-    """Apply each override in order; returns the location (the override text) of each field set."""
+def apply(msg: Message, overrides: Iterable[str], *, policy: str, errors: list[StrategyError] | None = None) -> Positions:
+    """Apply each override in order; returns the location (the override text) of each field set.
+
+    With `errors`, a bad override is recorded there and the next one is still applied.
+    """
     positions: Positions = {}
     if isinstance(overrides, str):
         overrides = (overrides,)
     for text in overrides:
-        where = Location(f"--set {text}")
-        path, sep, raw = text.partition("=")
-        path = path.strip()
-        if not sep or not path:
-            raise StrategyError.at(where, "an override reads path.to.field=value, e.g. hybrid_configs.mp_degree=2")
         try:
-            chain = schema.field_by_path(path)
-        except KeyError as e:
-            raise StrategyError.at(where, f"unknown field: {e.args[0]}", field=path) from None
-        node: Node = Scalar(_typed(chain[-1], raw.strip()), where)
-        for field in reversed(chain):
-            node = Mapping(((field.name, where, node),), where)
-        positions.update(build(msg, node, policy=policy))
+            positions.update(_apply_one(msg, text, policy, errors))
+        except StrategyError as e:
+            if errors is None:
+                raise
+            errors.append(e)
     return positions
+
+
+def _apply_one(msg: Message, text: str, policy: str, errors: list[StrategyError] | None) -> Positions:
+    """One `path=value` override merged into `msg`."""
+    where = Location(f"--set {text}")
+    path, sep, raw = text.partition("=")
+    path = path.strip()
+    if not sep or not path:
+        raise StrategyError.at(where, "an override reads path.to.field=value, e.g. hybrid_configs.mp_degree=2")
+    try:
+        chain = schema.field_by_path(path)
+    except KeyError as e:
+        raise StrategyError.at(where, f"unknown field: {e.args[0]}", field=path) from None
+    node: Node = Scalar(_typed(chain[-1], raw.strip()), where)
+    for field in reversed(chain):
+        node = Mapping(((field.name, where, node),), where)
+    return build(msg, node, policy=policy, errors=errors)
 
 
 def _typed(field: FieldDescriptor, raw: str) -> object:

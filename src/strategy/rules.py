@@ -25,17 +25,27 @@ def check_policy(policy: str) -> None:
 
 
 def check(
-    msg: Message, positions: dict[str, Location], *, policy: str, source: str | None = None, requires: bool = True
+    msg: Message,
+    positions: dict[str, Location],
+    *,
+    policy: str,
+    source: str | None = None,
+    requires: bool = True,
+    errors: list[StrategyError] | None = None,
 ) -> None:
-    """Raise on out-of-range values; raise (strict) or warn (warn) on broken `requires` rules (unless not `requires`)."""
+    """Raise on out-of-range values; raise (strict) or warn (warn) on broken `requires` rules (unless not `requires`).
+
+    With `errors`, every problem is appended there instead of raising the first.
+    """
     broken: list[tuple[str, str]] = []
-    _walk(msg, "", positions, source, broken)
+    _walk(msg, "", positions, source, broken, errors=errors)
     for path, needed in broken if requires else ():
         where = positions.get(path) or Location(source)
         text = f"{path} requires {needed}: true"
         if policy == "strict":
-            raise StrategyError.at(where, text, field=path)
-        warn(where, f"{text}; resolving {path.rsplit('.', 1)[-1]} off (policy 'warn')", stacklevel=5)
+            _report(StrategyError.at(where, text, field=path), errors)
+        else:
+            warn(where, f"{text}; resolving {path.rsplit('.', 1)[-1]} off (policy 'warn')", stacklevel=5)
 
 
 def requires_violations(msg: Message) -> list[tuple[str, str]]:
@@ -63,13 +73,19 @@ def _rules() -> dict[FieldDescriptor, _Rule]:
     return out
 
 
+def _report(error: StrategyError, errors: list[StrategyError] | None) -> None:
+    if errors is None:
+        raise error
+    errors.append(error)
+
+
 def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str | None,
-          broken: list[tuple[str, str]], values: bool = True) -> None:
+          broken: list[tuple[str, str]], values: bool = True, errors: list[StrategyError] | None = None) -> None:
     rules = _rules()
     for field, value in msg.ListFields():  # only set fields: defaults satisfy every rule
         if field.message_type is not None:
             if not field.is_repeated:
-                _walk(value, f"{prefix}{field.name}.", positions, source, broken, values)
+                _walk(value, f"{prefix}{field.name}.", positions, source, broken, values, errors)
             continue
         rule = rules.get(field)
         if rule is None:
@@ -81,10 +97,11 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
             continue
         if rule.low is not None and value < rule.low and value != rule.infer:
             also = f", or {rule.infer} to infer it" if rule.infer is not None else ""
-            raise StrategyError.at(positions.get(path) or Location(source), f"{path} must be >= {rule.low}{also}; got {value}", field=path)
+            where = positions.get(path) or Location(source)
+            _report(StrategyError.at(where, f"{path} must be >= {rule.low}{also}; got {value}", field=path), errors)
         if rule.allowed and value not in rule.allowed:
             choices = ", ".join(f'"{a}"' for a in rule.allowed)
             hint = schema.did_you_mean(value, list(rule.allowed)) if value else ""
             hint = hint if hint.startswith("; did") else ""
             where = positions.get(path) or Location(source)
-            raise StrategyError.at(where, f'{path} must be one of {choices}; got "{value}"{hint}', field=path)
+            _report(StrategyError.at(where, f'{path} must be one of {choices}; got "{value}"{hint}', field=path), errors)

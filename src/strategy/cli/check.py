@@ -12,7 +12,7 @@ from .. import schema
 from ..errors import StrategyError
 from ..explain import explain
 from ..resolution import Resolved, resolve_with_reasons
-from .common import add_format, add_policy, add_set, add_world_size, read, show_value, subparser
+from .common import add_format, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
 
 __all__ = ["format_resolved", "register"]
 
@@ -102,14 +102,22 @@ def _naming(path: str) -> Iterator[None]:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    """Every file, and every problem in each (not just the first), in file order."""
     failed = 0
     for path in args.files:
-        try:
-            _resolved(path, args)
-            print(f"{path}: ok")
-        except StrategyError as e:
-            print(e, file=sys.stderr)
+        s, found = read_all_problems(path, args.from_, overrides=args.overrides, policy=args.policy)
+        if s is not None and not found:
+            try:
+                with _naming(path):
+                    resolve_with_reasons(s, world_size=args.world_size, policy=args.policy, requires=False)
+            except StrategyError as e:
+                found.append(e)
+        for problem in sorted(found, key=lambda p: (p.line is None, p.line or 0, p.column or 0)):
+            print(problem, file=sys.stderr)
+        if found:
             failed += 1
+        else:
+            print(f"{path}: ok")
     return 1 if failed else 0
 
 

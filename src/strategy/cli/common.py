@@ -12,10 +12,10 @@ from ..atomic import write_atomic
 from ..errors import StrategyError
 from ..explain import show_value
 from ..formats import FORMATS, format_for, serialize
-from ..io import load_bytes, read_bytes
+from ..io import load_bytes, problems, read_bytes
 from ..rules import POLICIES
 
-__all__ = ["add_format", "add_policy", "add_set", "add_world_size", "read", "show_value", "subparser", "warn_to_stderr", "write"]
+__all__ = ["add_format", "add_policy", "add_set", "add_world_size", "read", "read_all_problems", "show_value", "subparser", "warn_to_stderr", "write"]
 
 STDIO = "-"
 
@@ -65,14 +65,30 @@ def _format(path: str, fmt: str | None) -> str:
     return "prototxt"
 
 
+def _raw(path: str, fmt: str | None) -> tuple[bytes, str, str]:
+    """(bytes, format, source name) of a file or, for "-", standard input."""
+    fmt_ = _format(path, fmt)
+    if path == STDIO:
+        return sys.stdin.buffer.read(), fmt_, "<stdin>"
+    return read_bytes(path), fmt_, path
+
+
 def read(
     path: str, fmt: str | None = None, *, overrides: Iterable[str] = (), policy: str = "strict", requires: bool = True
 ) -> DistributedStrategy:
     """Load a strategy from a file or, for "-", standard input."""
-    fmt_ = _format(path, fmt)
-    if path == STDIO:
-        return load_bytes(sys.stdin.buffer.read(), fmt_, "<stdin>", overrides, policy, requires=requires)
-    return load_bytes(read_bytes(path), fmt_, path, overrides, policy, requires=requires)
+    return load_bytes(*_raw(path, fmt), overrides, policy, requires=requires)
+
+
+def read_all_problems(
+    path: str, fmt: str | None, *, overrides: Iterable[str], policy: str
+) -> tuple[DistributedStrategy | None, list[StrategyError]]:
+    """The strategy (when it parsed) and every problem found in it, for `validate`."""
+    try:
+        data, fmt_, source = _raw(path, fmt)
+    except StrategyError as e:
+        return None, [e]
+    return problems(data, fmt_, source, overrides, policy)
 
 
 def write(s: DistributedStrategy, path: str, fmt: str | None = None) -> None:
