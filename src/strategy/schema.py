@@ -17,7 +17,6 @@ from ._generated import distributed_strategy_pb2 as pb2
 
 __all__ = [
     "ROOT",
-    "default_value",
     "did_you_mean",
     "doc",
     "field_by_path",
@@ -52,10 +51,6 @@ def is_message(field: FieldDescriptor) -> bool:
 
 def is_repeated(field: FieldDescriptor) -> bool:
     return bool(field.is_repeated)
-
-
-def default_value(field: FieldDescriptor) -> Any:
-    return field.default_value
 
 
 @functools.cache
