@@ -3,9 +3,12 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PROTO := proto/distributed_strategy.proto
+PROTOS := $(sort $(wildcard proto/*.proto))
+# protoc writes `import x_pb2` between the generated modules; the sed makes those imports relative,
+# since the modules ship inside the package strategy._generated.
 PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
-	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTO)
+	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTOS) && \
+	sed -i -E 's/^import ([a-z_]+_pb2) as /from . import \1 as /' $(1)/*_pb2.py $(1)/*_pb2.pyi
 
 .PHONY: install proto proto-check lint test demo bench bench-gpu fuzz clean
 
@@ -26,7 +29,9 @@ proto-check: $(STAMP)
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(call PROTOC,$$tmp) && \
 	for f in $$tmp/*; do cmp -s "$$f" "generated/$$(basename $$f)" || { \
 		echo "generated/$$(basename $$f) is stale: run 'make proto' and commit it"; exit 1; }; done && \
-	echo "generated/ is up to date"
+	for f in generated/*_pb2.py generated/*_pb2.pyi; do [ -e "$$tmp/$$(basename $$f)" ] || { \
+		echo "$$f has no .proto any more: delete it"; exit 1; }; done && \
+	echo "generated/ is up to date ($(words $(PROTOS)) .proto files)"
 
 # Static checks: pyflakes-level lint everywhere, types on the two packages.
 lint: $(STAMP)

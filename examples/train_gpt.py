@@ -51,7 +51,17 @@ def corpus() -> torch.Tensor:
 
 
 def batch(data: torch.Tensor, step: int, cfg: Config, hcg: parallel.HybridGroup) -> tuple[torch.Tensor, torch.Tensor]:
-    """This replica's share of the global batch for `step` (the same on every mp rank of a dp group)."""
+    """This replica's share of the global batch for `step`, the same on every mp rank of a dp group.
+
+    With need_broadcast_data on (the default), only the mp group's first rank reads it and
+    `parallel.broadcast_data` hands it to the others; with it off, every rank must read the same batch itself.
+    """
+    if hcg.resolved.mp.need_broadcast_data and hcg.mp_rank != 0:
+        return parallel.broadcast_data(torch.empty(0, dtype=torch.long), torch.empty(0, dtype=torch.long))
+    return parallel.broadcast_data(*_read(data, step, cfg, hcg))
+
+
+def _read(data: torch.Tensor, step: int, cfg: Config, hcg: parallel.HybridGroup) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
     starts = torch.randint(0, data.numel() - cfg.seq_len - 1, (cfg.batch_size,), generator=gen)
     per_replica = cfg.batch_size // hcg.dp_size
@@ -193,7 +203,9 @@ def effective_strategy(s: strategy.DistributedStrategy, resolved: strategy.Resol
         if hasattr(resolved, field.name):  # the degrees
             setattr(hybrid, field.name, getattr(resolved, field.name))
     for field in strategy.MpConfig.DESCRIPTOR.fields:
-        setattr(hybrid.mp_configs, field.name, getattr(resolved.mp, field.name.removeprefix("mp_")))
+        setting = field.name.removeprefix("mp_")
+        if hasattr(resolved.mp, setting):  # the options the runtime implements, as gated
+            setattr(hybrid.mp_configs, field.name, getattr(resolved.mp, setting))
     return out
 
 

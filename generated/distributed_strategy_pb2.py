@@ -22,40 +22,166 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
-from google.protobuf import descriptor_pb2 as google_dot_protobuf_dot_descriptor__pb2
+from . import strategy_options_pb2 as strategy__options__pb2
+from . import hybrid_parallel_pb2 as hybrid__parallel__pb2
+from . import training_pb2 as training__pb2
+from . import static_graph_pb2 as static__graph__pb2
+from . import parameter_server_pb2 as parameter__server__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64istributed_strategy.proto\x12\x14\x64istributed_strategy\x1a google/protobuf/descriptor.proto\"Q\n\x13\x44istributedStrategy\x12:\n\x0ehybrid_configs\x18p \x01(\x0b\x32\".distributed_strategy.HybridConfig\"\xa3\x02\n\x0cHybridConfig\x12.\n\tdp_degree\x18\x01 \x01(\x05:\x02-1B\x17\x98\xb5\x18\x01\xa0\xb5\x18\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01\xba\xb5\x18\x02\x64p\x12 \n\tmp_degree\x18\x02 \x01(\x05:\x01\x31\x42\n\x98\xb5\x18\x01\xba\xb5\x18\x02mp\x12$\n\tpp_degree\x18\x03 \x01(\x05:\x01\x31\x42\x0e\x98\xb5\x18\x01\xa8\xb5\x18\x01\xba\xb5\x18\x02pp\x12\x30\n\x0fsharding_degree\x18\x04 \x01(\x05:\x01\x31\x42\x14\x98\xb5\x18\x01\xa8\xb5\x18\x01\xba\xb5\x18\x08sharding\x12&\n\nsep_degree\x18\x05 \x01(\x05:\x01\x31\x42\x0f\x98\xb5\x18\x01\xa8\xb5\x18\x01\xba\xb5\x18\x03sep\x12\x41\n\nmp_configs\x18\x06 \x01(\x0b\x32\x1e.distributed_strategy.MpConfigB\r\xc2\xb5\x18\tmp_degree\"\x96\x03\n\x08MpConfig\x12\x18\n\nsync_param\x18\x01 \x01(\x08:\x04true\x12\x18\n\tsync_grad\x18\x02 \x01(\x08:\x05\x66\x61lse\x12\x1a\n\x0bsync_moment\x18\x03 \x01(\x08:\x05\x66\x61lse\x12\x36\n\tsync_mode\x18\x04 \x01(\t:\tbroadcastB\x18\xb2\xb5\x18\tbroadcast\xb2\xb5\x18\x07\x61verage\x12?\n\x12mp_async_allreduce\x18\x05 \x01(\x08:\x05\x66\x61lseB\x1c\x92\xb5\x18\x18\x46lags_mp_aysnc_allreduce\x12U\n\x12mp_skip_c_identity\x18\x06 \x01(\x08:\x05\x66\x61lseB2\x8a\xb5\x18\x12mp_async_allreduce\x92\xb5\x18\x18\x46lags_skip_mp_c_identity\x12j\n\x1emp_fused_linear_param_grad_add\x18\x07 \x01(\x08:\x05\x66\x61lseB;\x8a\xb5\x18\x12mp_async_allreduce\x92\xb5\x18!Flags_fused_linear_param_grad_add:1\n\x08requires\x12\x1d.google.protobuf.FieldOptions\x18\xd1\x86\x03 \x01(\t:3\n\nlegacy_env\x12\x1d.google.protobuf.FieldOptions\x18\xd2\x86\x03 \x01(\t:2\n\tmin_value\x12\x1d.google.protobuf.FieldOptions\x18\xd3\x86\x03 \x01(\x03:4\n\x0binfer_value\x12\x1d.google.protobuf.FieldOptions\x18\xd4\x86\x03 \x01(\x03:6\n\rmax_supported\x12\x1d.google.protobuf.FieldOptions\x18\xd5\x86\x03 \x01(\x03:0\n\x07\x61llowed\x12\x1d.google.protobuf.FieldOptions\x18\xd6\x86\x03 \x03(\t:-\n\x04\x61xis\x12\x1d.google.protobuf.FieldOptions\x18\xd7\x86\x03 \x01(\t:=\n\x14\x61\x63tive_when_parallel\x12\x1d.google.protobuf.FieldOptions\x18\xd8\x86\x03 \x01(\t')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1a\x64istributed_strategy.proto\x12\x14\x64istributed_strategy\x1a\x16strategy_options.proto\x1a\x15hybrid_parallel.proto\x1a\x0etraining.proto\x1a\x12static_graph.proto\x1a\x16parameter_server.proto\"\xd0\x37\n\x13\x44istributedStrategy\x12\xb0\x01\n\x04mode\x18\x01 \x01(\x0e\x32\x1a.distributed_strategy.Mode:\nCOLLECTIVEBz\xc8\xb5\x18\x02\xd2\xb5\x18rPaddle picks it from fleet.init(is_collective=...); this runtime always trains collectively with torch.distributed\x12m\n\x03\x61mp\x18\x02 \x01(\x08:\x05\x66\x61lseBY\xc8\xb5\x18\x03\xd2\xb5\x18Qrun the forward under torch.autocast and scale the loss with torch.amp.GradScaler\x12i\n\trecompute\x18\x03 \x01(\x08:\x05\x66\x61lseBO\xc8\xb5\x18\x03\xd2\xb5\x18Gwrap blocks with torch.utils.checkpoint.checkpoint(use_reentrant=False)\x12\x63\n\x08localsgd\x18\x04 \x01(\x08:\x05\x66\x61lseBJ\xc8\xb5\x18\x03\xd2\xb5\x18\x42torch offers it as PostLocalSGDOptimizer (torch.distributed.optim)\x12Y\n\x03\x64gc\x18\x05 \x01(\x08:\x05\x66\x61lseBE\xc8\xb5\x18\x03\xd2\xb5\x18=torch\'s DDP communication hooks (PowerSGD) compress gradients\x12h\n\x0egradient_merge\x18\x06 \x01(\x08:\x05\x66\x61lseBI\xc8\xb5\x18\x03\xd2\xb5\x18\x41\x63\x61ll backward() k times before opt.step() to accumulate gradients\x12S\n\x04lars\x18\x07 \x01(\x08:\x05\x66\x61lseB>\xc8\xb5\x18\x03\xd2\xb5\x18\x36wrap a LARS torch optimizer in HybridParallelOptimizer\x12S\n\x04lamb\x18\x08 \x01(\x08:\x05\x66\x61lseB>\xc8\xb5\x18\x03\xd2\xb5\x18\x36wrap a LAMB torch optimizer in HybridParallelOptimizer\x12\x41\n\x08pipeline\x18\t \x01(\x08:\x05\x66\x61lseB(\xc8\xb5\x18\x03\xd2\xb5\x18 use torch.distributed.pipelining\x12\x65\n\x07\x65lastic\x18\n \x01(\x08:\x05\x66\x61lseBM\xc8\xb5\x18\x02\xd2\xb5\x18\x45\x65lastic training is torchrun\'s job (--nnodes MIN:MAX, --max-restarts)\x12]\n\x04\x61uto\x18\x0b \x01(\x08:\x05\x66\x61lseBH\xc8\xb5\x18\x02\xd2\xb5\x18@Paddle\'s static-graph auto-parallel; nothing in PyTorch reads it\x12|\n\x06\x61_sync\x18\x0c \x01(\x08:\x04trueBf\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\x12\x99\x01\n\x13sync_nccl_allreduce\x18\r \x01(\x08:\x04trueBv\xc8\xb5\x18\x02\xd2\xb5\x18na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation\x12\x90\x01\n\rnccl_comm_num\x18\x0e \x01(\x05:\x01\x31\x42v\xc8\xb5\x18\x02\xd2\xb5\x18na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation\x12\x84\x01\n\x1ause_hierarchical_allreduce\x18\x0f \x01(\x08:\x05\x66\x61lseBY\xc8\xb5\x18\x02\xd2\xb5\x18QNCCL picks hierarchical (tree/ring) algorithms itself; set NCCL_ALGO to force one\x12\x89\x01\n#hierarchical_allreduce_inter_nranks\x18\x10 \x01(\x05:\x01\x31\x42Y\xc8\xb5\x18\x02\xd2\xb5\x18QNCCL picks hierarchical (tree/ring) algorithms itself; set NCCL_ALGO to force one\x12\x8f\x01\n\x0fsync_batch_norm\x18\x11 \x01(\x08:\x05\x66\x61lseBo\xc8\xb5\x18\x03\xd2\xb5\x18gconvert the model with torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=hcg.dp_group)\x12{\n\x13\x66use_all_reduce_ops\x18\x12 \x01(\x08:\x04trueBX\xc8\xb5\x18\x02\xd2\xb5\x18Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it\x12z\n\x14\x66use_grad_size_in_MB\x18\x13 \x01(\x05:\x02\x33\x32\x42X\xc8\xb5\x18\x02\xd2\xb5\x18Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it\x12~\n\x18\x66use_grad_size_in_TFLOPS\x18\x14 \x01(\x02:\x02\x35\x30\x42X\xc8\xb5\x18\x02\xd2\xb5\x18Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it\x12\x80\x01\n\x17\x63udnn_exhaustive_search\x18\x15 \x01(\x08:\x05\x66\x61lseBX\xc8\xb5\x18\x02\xd2\xb5\x18PcuDNN autotuning is torch.backends.cudnn.benchmark = True in the training script\x12X\n\x19\x63onv_workspace_size_limit\x18\x16 \x01(\x05:\x03\x35\x31\x32\x42\x30\xc8\xb5\x18\x02\xd2\xb5\x18(torch manages the cuDNN workspace itself\x12g\n\"cudnn_batchnorm_spatial_persistent\x18\x17 \x01(\x08:\x05\x66\x61lseB4\xc8\xb5\x18\x02\xd2\xb5\x18,torch picks the cuDNN batch-norm mode itself\x12Y\n\x11\x61\x64\x61ptive_localsgd\x18\x18 \x01(\x08:\x05\x66\x61lseB7\xc8\xb5\x18\x03\xd2\xb5\x18/torch offers local SGD as PostLocalSGDOptimizer\x12U\n\x0e\x66p16_allreduce\x18\x19 \x01(\x08:\x05\x66\x61lseB6\xc8\xb5\x18\x03\xd2\xb5\x18.torch\'s DDP fp16_compress_hook does it for DDP\x12\x45\n\x08sharding\x18\x1a \x01(\x08:\x05\x66\x61lseB,\xc8\xb5\x18\x03\xd2\xb5\x18$shard with torch FSDP2 (fully_shard)\x12|\n\x17last_comm_group_size_MB\x18\x1b \x01(\x02:\x01\x31\x42X\xc8\xb5\x18\x02\xd2\xb5\x18Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it\x12\xa1\x01\n\x16\x66ind_unused_parameters\x18\x1c \x01(\x08:\x05\x66\x61lseBz\xc8\xb5\x18\x02\xd2\xb5\x18rHybridParallelOptimizer averages every parameter\'s gradient, used in this step or not, so there is nothing to find\x12v\n\x0ftensor_parallel\x18\x1d \x01(\x08:\x05\x66\x61lseBV\xc8\xb5\x18\x03\xd2\xb5\x18NPaddle\'s static-graph tensor parallelism; set hybrid_configs.mp_degree instead\x12\xa0\x01\n\x1awithout_graph_optimization\x18\x1e \x01(\x08:\x04trueBv\xc8\xb5\x18\x02\xd2\xb5\x18na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation\x12z\n\x15\x66use_grad_size_in_num\x18\x1f \x01(\x05:\x01\x38\x42X\xc8\xb5\x18\x02\xd2\xb5\x18Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it\x12\x9c\x01\n\x15\x63\x61lc_comm_same_stream\x18  \x01(\x08:\x05\x66\x61lseBv\xc8\xb5\x18\x02\xd2\xb5\x18na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation\x12\x46\n\x03\x61sp\x18! \x01(\x08:\x05\x66\x61lseB2\xc8\xb5\x18\x03\xd2\xb5\x18*see torch.sparse.to_sparse_semi_structured\x12\x96\x01\n\x0f\x66use_grad_merge\x18\" \x01(\x08:\x05\x66\x61lseBv\xc8\xb5\x18\x02\xd2\xb5\x18na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation\x12\\\n\tsemi_auto\x18# \x01(\x08:\x05\x66\x61lseBB\xc8\xb5\x18\x03\xd2\xb5\x18:torch\'s DTensor (torch.distributed.tensor) plays that role\x12\x81\x01\n\nadam_d2sum\x18$ \x01(\x08:\x05\x66\x61lseBf\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\x12s\n\x0b\x61uto_search\x18% \x01(\x08:\x05\x66\x61lseBW\xc8\xb5\x18\x02\xd2\xb5\x18OPaddle\'s static-graph auto-parallel planner search; nothing in PyTorch reads it\x12\x85\x01\n\x0eheter_ccl_mode\x18& \x01(\x08:\x05\x66\x61lseBf\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\x12\x84\x01\n\ris_fl_ps_mode\x18\' \x01(\x08:\x05\x66\x61lseBf\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\x12\x87\x01\n\x10with_coordinator\x18( \x01(\x08:\x05\x66\x61lseBf\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\x12\x43\n\x03qat\x18) \x01(\x08:\x05\x66\x61lseB/\xc8\xb5\x18\x03\xd2\xb5\x18\'use torch.ao.quantization (prepare_qat)\x12\x88\x01\n\nsplit_data\x18* \x01(\x08:\x04trueBn\xc8\xb5\x18\x02\xd2\xb5\x18\x66\x65\x61\x63h rank\'s data loader gives it its batch; parallel.broadcast_data shares a batch across the mp group\x12S\n\x11recompute_configs\x18\x65 \x01(\x0b\x32%.distributed_strategy.RecomputeConfigB\x11\xc8\xb5\x18\x03\xda\xb5\x18\trecompute\x12\x41\n\x0b\x61mp_configs\x18\x66 \x01(\x0b\x32\x1f.distributed_strategy.AMPConfigB\x0b\xc8\xb5\x18\x03\xda\xb5\x18\x03\x61mp\x12P\n\x10localsgd_configs\x18g \x01(\x0b\x32$.distributed_strategy.LocalSGDConfigB\x10\xc8\xb5\x18\x03\xda\xb5\x18\x08localsgd\x12\x61\n\x16gradient_merge_configs\x18h \x01(\x0b\x32).distributed_strategy.GradientMergeConfigB\x16\xc8\xb5\x18\x03\xda\xb5\x18\x0egradient_merge\x12\x41\n\x0b\x64gc_configs\x18i \x01(\x0b\x32\x1f.distributed_strategy.DGCConfigB\x0b\xc8\xb5\x18\x03\xda\xb5\x18\x03\x64gc\x12P\n\x10pipeline_configs\x18j \x01(\x0b\x32$.distributed_strategy.PipelineConfigB\x10\xc8\xb5\x18\x03\xda\xb5\x18\x08pipeline\x12\xab\x01\n\x0e\x61_sync_configs\x18k \x01(\x0b\x32!.distributed_strategy.AsyncConfigBp\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\xda\xb5\x18\x06\x61_sync\x12\x44\n\x0clars_configs\x18l \x01(\x0b\x32 .distributed_strategy.LarsConfigB\x0c\xc8\xb5\x18\x03\xda\xb5\x18\x04lars\x12\x44\n\x0clamb_configs\x18m \x01(\x0b\x32 .distributed_strategy.LambConfigB\x0c\xc8\xb5\x18\x03\xda\xb5\x18\x04lamb\x12j\n\x19\x61\x64\x61ptive_localsgd_configs\x18n \x01(\x0b\x32,.distributed_strategy.AdaptiveLocalSGDConfigB\x19\xc8\xb5\x18\x03\xda\xb5\x18\x11\x61\x64\x61ptive_localsgd\x12\xbd\x01\n\x10sharding_configs\x18o \x01(\x0b\x32$.distributed_strategy.ShardingConfigB}\xc8\xb5\x18\x02\xd2\xb5\x18iPaddle\'s static-graph sharding meta-optimizer; its dygraph counterpart is hybrid_configs.sharding_configs\xda\xb5\x18\x08sharding\x12@\n\x0ehybrid_configs\x18p \x01(\x0b\x32\".distributed_strategy.HybridConfigB\x04\xc8\xb5\x18\x01\x12\x64\n\x17tensor_parallel_configs\x18q \x01(\x0b\x32*.distributed_strategy.TensorParallelConfigB\x17\xc8\xb5\x18\x03\xda\xb5\x18\x0ftensor_parallel\x12\xb7\x01\n\x14trainer_desc_configs\x18r \x01(\x0b\x32\'.distributed_strategy.TrainerDescConfigBp\xc8\xb5\x18\x02\xd2\xb5\x18hPaddle\'s static-graph trainer and parameter-server dump options; PyTorch training loops are plain Python\x12\xaa\x01\n\x14\x64ownpour_table_param\x18s \x03(\x0b\x32$.distributed_strategy.TableParameterBf\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\x12\xa8\x01\n\x0f\x66s_client_param\x18t \x01(\x0b\x32\'.distributed_strategy.FsClientParameterBf\xc8\xb5\x18\x02\xd2\xb5\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\x12\x41\n\x0bqat_configs\x18u \x01(\x0b\x32\x1f.distributed_strategy.QatConfigB\x0b\xc8\xb5\x18\x03\xda\xb5\x18\x03qat\x12\xb4\x01\n\x0e\x62uild_strategy\x18\xc9\x01 \x01(\x0b\x32#.distributed_strategy.BuildStrategyBv\xc8\xb5\x18\x02\xd2\xb5\x18na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation\x12P\n\x16gradient_scale_configs\x18\xcb\x01 \x01(\x0b\x32).distributed_strategy.GradientScaleConfigB\x04\xc8\xb5\x18\x01\"\xae\x03\n\x12\x44istributedJobInfo\x12\x1b\n\nworker_num\x18\x01 \x01(\x05:\x01\x30\x42\x04\xc8\xb5\x18\x02\x12\x1b\n\nserver_num\x18\x02 \x01(\x05:\x01\x30\x42\x04\xc8\xb5\x18\x02\x12\x18\n\nworker_ips\x18\x03 \x03(\tB\x04\xc8\xb5\x18\x02\x12\x1e\n\x10server_endpoints\x18\x04 \x03(\tB\x04\xc8\xb5\x18\x02\x12\x1e\n\x0eorigin_startup\x18\x05 \x01(\t:\x00\x42\x04\xc8\xb5\x18\x02\x12\x1b\n\x0borigin_main\x18\x06 \x01(\t:\x00\x42\x04\xc8\xb5\x18\x02\x12 \n\x10\x64istributed_main\x18\x07 \x01(\t:\x00\x42\x04\xc8\xb5\x18\x02\x12\x1e\n\x0eoptimizer_name\x18\x08 \x01(\t:\x00\x42\x04\xc8\xb5\x18\x02\x12\x41\n\x08strategy\x18\x65 \x01(\x0b\x32).distributed_strategy.DistributedStrategyB\x04\xc8\xb5\x18\x02:b\xaa\xbb\x18^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed*7\n\x04Mode\x12\x0e\n\nCOLLECTIVE\x10\x01\x12\x06\n\x02PS\x10\x02\x12\x0c\n\x08PIPELINE\x10\x03\x12\t\n\x05HETER\x10\x04')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'distributed_strategy_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_HYBRIDCONFIG'].fields_by_name['dp_degree']._loaded_options = None
-  _globals['_HYBRIDCONFIG'].fields_by_name['dp_degree']._serialized_options = b'\230\265\030\001\240\265\030\377\377\377\377\377\377\377\377\377\001\272\265\030\002dp'
-  _globals['_HYBRIDCONFIG'].fields_by_name['mp_degree']._loaded_options = None
-  _globals['_HYBRIDCONFIG'].fields_by_name['mp_degree']._serialized_options = b'\230\265\030\001\272\265\030\002mp'
-  _globals['_HYBRIDCONFIG'].fields_by_name['pp_degree']._loaded_options = None
-  _globals['_HYBRIDCONFIG'].fields_by_name['pp_degree']._serialized_options = b'\230\265\030\001\250\265\030\001\272\265\030\002pp'
-  _globals['_HYBRIDCONFIG'].fields_by_name['sharding_degree']._loaded_options = None
-  _globals['_HYBRIDCONFIG'].fields_by_name['sharding_degree']._serialized_options = b'\230\265\030\001\250\265\030\001\272\265\030\010sharding'
-  _globals['_HYBRIDCONFIG'].fields_by_name['sep_degree']._loaded_options = None
-  _globals['_HYBRIDCONFIG'].fields_by_name['sep_degree']._serialized_options = b'\230\265\030\001\250\265\030\001\272\265\030\003sep'
-  _globals['_HYBRIDCONFIG'].fields_by_name['mp_configs']._loaded_options = None
-  _globals['_HYBRIDCONFIG'].fields_by_name['mp_configs']._serialized_options = b'\302\265\030\tmp_degree'
-  _globals['_MPCONFIG'].fields_by_name['sync_mode']._loaded_options = None
-  _globals['_MPCONFIG'].fields_by_name['sync_mode']._serialized_options = b'\262\265\030\tbroadcast\262\265\030\007average'
-  _globals['_MPCONFIG'].fields_by_name['mp_async_allreduce']._loaded_options = None
-  _globals['_MPCONFIG'].fields_by_name['mp_async_allreduce']._serialized_options = b'\222\265\030\030Flags_mp_aysnc_allreduce'
-  _globals['_MPCONFIG'].fields_by_name['mp_skip_c_identity']._loaded_options = None
-  _globals['_MPCONFIG'].fields_by_name['mp_skip_c_identity']._serialized_options = b'\212\265\030\022mp_async_allreduce\222\265\030\030Flags_skip_mp_c_identity'
-  _globals['_MPCONFIG'].fields_by_name['mp_fused_linear_param_grad_add']._loaded_options = None
-  _globals['_MPCONFIG'].fields_by_name['mp_fused_linear_param_grad_add']._serialized_options = b'\212\265\030\022mp_async_allreduce\222\265\030!Flags_fused_linear_param_grad_add'
-  _globals['_DISTRIBUTEDSTRATEGY']._serialized_start=86
-  _globals['_DISTRIBUTEDSTRATEGY']._serialized_end=167
-  _globals['_HYBRIDCONFIG']._serialized_start=170
-  _globals['_HYBRIDCONFIG']._serialized_end=461
-  _globals['_MPCONFIG']._serialized_start=464
-  _globals['_MPCONFIG']._serialized_end=870
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['mode']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['mode']._serialized_options = b'\310\265\030\002\322\265\030rPaddle picks it from fleet.init(is_collective=...); this runtime always trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['amp']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['amp']._serialized_options = b'\310\265\030\003\322\265\030Qrun the forward under torch.autocast and scale the loss with torch.amp.GradScaler'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['recompute']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['recompute']._serialized_options = b'\310\265\030\003\322\265\030Gwrap blocks with torch.utils.checkpoint.checkpoint(use_reentrant=False)'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['localsgd']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['localsgd']._serialized_options = b'\310\265\030\003\322\265\030Btorch offers it as PostLocalSGDOptimizer (torch.distributed.optim)'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['dgc']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['dgc']._serialized_options = b'\310\265\030\003\322\265\030=torch\'s DDP communication hooks (PowerSGD) compress gradients'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['gradient_merge']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['gradient_merge']._serialized_options = b'\310\265\030\003\322\265\030Acall backward() k times before opt.step() to accumulate gradients'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lars']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lars']._serialized_options = b'\310\265\030\003\322\265\0306wrap a LARS torch optimizer in HybridParallelOptimizer'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lamb']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lamb']._serialized_options = b'\310\265\030\003\322\265\0306wrap a LAMB torch optimizer in HybridParallelOptimizer'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['pipeline']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['pipeline']._serialized_options = b'\310\265\030\003\322\265\030 use torch.distributed.pipelining'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['elastic']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['elastic']._serialized_options = b'\310\265\030\002\322\265\030Eelastic training is torchrun\'s job (--nnodes MIN:MAX, --max-restarts)'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['auto']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['auto']._serialized_options = b'\310\265\030\002\322\265\030@Paddle\'s static-graph auto-parallel; nothing in PyTorch reads it'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['a_sync']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['a_sync']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sync_nccl_allreduce']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sync_nccl_allreduce']._serialized_options = b'\310\265\030\002\322\265\030na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['nccl_comm_num']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['nccl_comm_num']._serialized_options = b'\310\265\030\002\322\265\030na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['use_hierarchical_allreduce']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['use_hierarchical_allreduce']._serialized_options = b'\310\265\030\002\322\265\030QNCCL picks hierarchical (tree/ring) algorithms itself; set NCCL_ALGO to force one'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['hierarchical_allreduce_inter_nranks']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['hierarchical_allreduce_inter_nranks']._serialized_options = b'\310\265\030\002\322\265\030QNCCL picks hierarchical (tree/ring) algorithms itself; set NCCL_ALGO to force one'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sync_batch_norm']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sync_batch_norm']._serialized_options = b'\310\265\030\003\322\265\030gconvert the model with torch.nn.SyncBatchNorm.convert_sync_batchnorm(model, process_group=hcg.dp_group)'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_all_reduce_ops']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_all_reduce_ops']._serialized_options = b'\310\265\030\002\322\265\030Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_size_in_MB']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_size_in_MB']._serialized_options = b'\310\265\030\002\322\265\030Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_size_in_TFLOPS']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_size_in_TFLOPS']._serialized_options = b'\310\265\030\002\322\265\030Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['cudnn_exhaustive_search']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['cudnn_exhaustive_search']._serialized_options = b'\310\265\030\002\322\265\030PcuDNN autotuning is torch.backends.cudnn.benchmark = True in the training script'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['conv_workspace_size_limit']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['conv_workspace_size_limit']._serialized_options = b'\310\265\030\002\322\265\030(torch manages the cuDNN workspace itself'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['cudnn_batchnorm_spatial_persistent']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['cudnn_batchnorm_spatial_persistent']._serialized_options = b'\310\265\030\002\322\265\030,torch picks the cuDNN batch-norm mode itself'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['adaptive_localsgd']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['adaptive_localsgd']._serialized_options = b'\310\265\030\003\322\265\030/torch offers local SGD as PostLocalSGDOptimizer'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fp16_allreduce']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fp16_allreduce']._serialized_options = b'\310\265\030\003\322\265\030.torch\'s DDP fp16_compress_hook does it for DDP'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sharding']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sharding']._serialized_options = b'\310\265\030\003\322\265\030$shard with torch FSDP2 (fully_shard)'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['last_comm_group_size_MB']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['last_comm_group_size_MB']._serialized_options = b'\310\265\030\002\322\265\030Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['find_unused_parameters']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['find_unused_parameters']._serialized_options = b'\310\265\030\002\322\265\030rHybridParallelOptimizer averages every parameter\'s gradient, used in this step or not, so there is nothing to find'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['tensor_parallel']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['tensor_parallel']._serialized_options = b'\310\265\030\003\322\265\030NPaddle\'s static-graph tensor parallelism; set hybrid_configs.mp_degree instead'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['without_graph_optimization']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['without_graph_optimization']._serialized_options = b'\310\265\030\002\322\265\030na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_size_in_num']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_size_in_num']._serialized_options = b'\310\265\030\002\322\265\030Pa static-graph pass that fuses gradient all-reduces; nothing in PyTorch reads it'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['calc_comm_same_stream']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['calc_comm_same_stream']._serialized_options = b'\310\265\030\002\322\265\030na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['asp']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['asp']._serialized_options = b'\310\265\030\003\322\265\030*see torch.sparse.to_sparse_semi_structured'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_merge']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fuse_grad_merge']._serialized_options = b'\310\265\030\002\322\265\030na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['semi_auto']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['semi_auto']._serialized_options = b'\310\265\030\003\322\265\030:torch\'s DTensor (torch.distributed.tensor) plays that role'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['adam_d2sum']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['adam_d2sum']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['auto_search']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['auto_search']._serialized_options = b'\310\265\030\002\322\265\030OPaddle\'s static-graph auto-parallel planner search; nothing in PyTorch reads it'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['heter_ccl_mode']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['heter_ccl_mode']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['is_fl_ps_mode']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['is_fl_ps_mode']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['with_coordinator']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['with_coordinator']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['qat']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['qat']._serialized_options = b'\310\265\030\003\322\265\030\'use torch.ao.quantization (prepare_qat)'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['split_data']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['split_data']._serialized_options = b'\310\265\030\002\322\265\030feach rank\'s data loader gives it its batch; parallel.broadcast_data shares a batch across the mp group'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['recompute_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['recompute_configs']._serialized_options = b'\310\265\030\003\332\265\030\trecompute'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['amp_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['amp_configs']._serialized_options = b'\310\265\030\003\332\265\030\003amp'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['localsgd_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['localsgd_configs']._serialized_options = b'\310\265\030\003\332\265\030\010localsgd'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['gradient_merge_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['gradient_merge_configs']._serialized_options = b'\310\265\030\003\332\265\030\016gradient_merge'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['dgc_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['dgc_configs']._serialized_options = b'\310\265\030\003\332\265\030\003dgc'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['pipeline_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['pipeline_configs']._serialized_options = b'\310\265\030\003\332\265\030\010pipeline'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['a_sync_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['a_sync_configs']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed\332\265\030\006a_sync'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lars_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lars_configs']._serialized_options = b'\310\265\030\003\332\265\030\004lars'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lamb_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['lamb_configs']._serialized_options = b'\310\265\030\003\332\265\030\004lamb'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['adaptive_localsgd_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['adaptive_localsgd_configs']._serialized_options = b'\310\265\030\003\332\265\030\021adaptive_localsgd'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sharding_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['sharding_configs']._serialized_options = b'\310\265\030\002\322\265\030iPaddle\'s static-graph sharding meta-optimizer; its dygraph counterpart is hybrid_configs.sharding_configs\332\265\030\010sharding'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['hybrid_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['hybrid_configs']._serialized_options = b'\310\265\030\001'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['tensor_parallel_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['tensor_parallel_configs']._serialized_options = b'\310\265\030\003\332\265\030\017tensor_parallel'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['trainer_desc_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['trainer_desc_configs']._serialized_options = b'\310\265\030\002\322\265\030hPaddle\'s static-graph trainer and parameter-server dump options; PyTorch training loops are plain Python'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['downpour_table_param']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['downpour_table_param']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fs_client_param']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['fs_client_param']._serialized_options = b'\310\265\030\002\322\265\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['qat_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['qat_configs']._serialized_options = b'\310\265\030\003\332\265\030\003qat'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['build_strategy']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['build_strategy']._serialized_options = b'\310\265\030\002\322\265\030na Paddle static-graph (executor) option; PyTorch runs eagerly, and torch.compile does graph-level optimisation'
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['gradient_scale_configs']._loaded_options = None
+  _globals['_DISTRIBUTEDSTRATEGY'].fields_by_name['gradient_scale_configs']._serialized_options = b'\310\265\030\001'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['worker_num']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['worker_num']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['server_num']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['server_num']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['worker_ips']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['worker_ips']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['server_endpoints']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['server_endpoints']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['origin_startup']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['origin_startup']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['origin_main']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['origin_main']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['distributed_main']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['distributed_main']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['optimizer_name']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['optimizer_name']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['strategy']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO'].fields_by_name['strategy']._serialized_options = b'\310\265\030\002'
+  _globals['_DISTRIBUTEDJOBINFO']._loaded_options = None
+  _globals['_DISTRIBUTEDJOBINFO']._serialized_options = b'\252\273\030^parameter-server training is Paddle\'s; this runtime trains collectively with torch.distributed'
+  _globals['_MODE']._serialized_start=7715
+  _globals['_MODE']._serialized_end=7770
+  _globals['_DISTRIBUTEDSTRATEGY']._serialized_start=160
+  _globals['_DISTRIBUTEDSTRATEGY']._serialized_end=7280
+  _globals['_DISTRIBUTEDJOBINFO']._serialized_start=7283
+  _globals['_DISTRIBUTEDJOBINFO']._serialized_end=7713
 # @@protoc_insertion_point(module_scope)

@@ -9,6 +9,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PADDLE_FIXTURES = ROOT.parent / "shared" / "fixtures" / "paddle"
 PADDLE_CASES = sorted(p.stem for p in PADDLE_FIXTURES.glob("*.prototxt"))
+PADDLE_SCHEMA = PADDLE_FIXTURES / "paddle-3.3.1-schema.json"  # schema facts, not a strategy file
+# Every strategy file Paddle wrote, in its three encodings.
+PADDLE_FILES = sorted(p for p in PADDLE_FIXTURES.iterdir() if p.suffix in (".prototxt", ".json", ".binpb") and p != PADDLE_SCHEMA)
+# The cases that set only what this project implements: they resolve under the strict policy.
+PADDLE_IMPLEMENTED_CASES = ["dp2_tp2_sync_average", "tp2_async_skip", "tp2_defaults"]
 
 
 @pytest.fixture

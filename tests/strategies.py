@@ -9,25 +9,42 @@ import strategy
 from strategy import schema
 
 
+_INTS = {
+    FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
+    FieldDescriptor.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
+    FieldDescriptor.CPPTYPE_UINT32: (0, 2**32 - 1),
+    FieldDescriptor.CPPTYPE_UINT64: (0, 2**64 - 1),
+}
+# Eighths below 1000 are exact in float32 and short, so protobuf's dict and JSON mappings give back the same number.
+_FLOATS = st.one_of(st.integers(-8000, 8000).map(lambda i: i / 8), st.sampled_from([float("inf"), float("-inf")]))
+
+
 def _value(field: FieldDescriptor) -> st.SearchStrategy:
-    if field.cpp_type == FieldDescriptor.CPPTYPE_BOOL:
+    cpp = field.cpp_type
+    if cpp == FieldDescriptor.CPPTYPE_BOOL:
         return st.booleans()
-    if field.cpp_type == FieldDescriptor.CPPTYPE_STRING:
+    if cpp == FieldDescriptor.CPPTYPE_STRING:
         allowed = schema.option(field, "allowed")
         return st.sampled_from(allowed) if allowed else st.text(max_size=20)
-    low = schema.option(field, "min_value")
-    ints = st.integers(min_value=low if low is not None else -(2**31), max_value=2**31 - 1)
+    if cpp == FieldDescriptor.CPPTYPE_ENUM:
+        return st.sampled_from([v.name for v in field.enum_type.values])
+    if cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
+        return _FLOATS
+    low, high = _INTS[cpp]
+    minimum = schema.option(field, "min_value")
+    ints = st.integers(min_value=low if minimum is None else minimum, max_value=high)
     infer = schema.option(field, "infer_value")
     return st.one_of(ints, st.just(infer)) if infer is not None else ints
 
 
 @st.composite
-def _fill(draw, desc: Descriptor) -> dict:
+def _fill(draw, desc: Descriptor, depth: int = 0) -> dict:
     out = {}
     for field in desc.fields:
-        if not draw(st.booleans()):
+        if draw(st.integers(0, 3 + 2 * depth)):  # a few fields per message, fewer deeper down
             continue
-        out[field.name] = draw(_fill(field.message_type)) if schema.is_message(field) else draw(_value(field))
+        one = (lambda: _fill(field.message_type, depth + 1)) if schema.is_message(field) else (lambda: _value(field))
+        out[field.name] = draw(st.lists(one(), min_size=1, max_size=3)) if field.is_repeated else draw(one())
     for field in desc.fields:  # honour `requires` rules so the message is valid under the strict policy
         needed = schema.option(field, "requires")
         if needed and out.get(field.name) is True:

@@ -14,7 +14,7 @@ import yaml
 import strategy
 from hypothesis import given, settings
 
-from conftest import PADDLE_FIXTURES
+from conftest import PADDLE_FILES
 from strategies import dicts
 from test_cli_check import strategy_cli
 
@@ -28,7 +28,7 @@ def validator():
     return jsonschema.Draft202012Validator(schema)
 
 
-@pytest.mark.parametrize("path", sorted(PADDLE_FIXTURES.glob("*.json")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [p for p in PADDLE_FILES if p.suffix == ".json"], ids=lambda p: p.name)
 def test_schema_accepts_every_valid_fixture(validator, path):
     assert list(validator.iter_errors(json.loads(path.read_text()))) == []
 
@@ -71,7 +71,9 @@ def test_defaults_spell_out_every_field(fmt):
     assert raw.returncode == 0, raw.stderr
     s = strategy.loads(raw.stdout, format=fmt)
     flat = strategy.to_dict(s)
-    assert len(flat["hybrid_configs"]) == 6 and len(flat["hybrid_configs"]["mp_configs"]) == 7
+    assert len(flat["hybrid_configs"]) == len(strategy.HybridConfig.DESCRIPTOR.fields) == 25
+    assert len(flat["hybrid_configs"]["mp_configs"]) == len(strategy.MpConfig.DESCRIPTOR.fields) == 11
+    assert flat["mode"] == "COLLECTIVE" and flat["a_sync"] is True and flat["amp_configs"]["decr_ratio"] == 0.8
     assert flat["hybrid_configs"]["dp_degree"] == -1 and flat["hybrid_configs"]["mp_configs"]["sync_param"] is True
 
 

@@ -129,13 +129,19 @@ def test_binary_garbage_is_an_error_not_a_crash(write):
 
 
 def test_unknown_field_number_in_binary_is_an_error(write):
-    # hybrid_configs (112) holding field 9 = varint 1, a field Paddle has and this schema does not.
-    e = error_of(write("u.binpb", b"\x82\x07\x02\x48\x01"))
-    assert e.message.startswith("unknown field number 9 (varint) in hybrid_configs")
+    # hybrid_configs (112) holding field 99 = varint 1: a number in neither Paddle's schema nor ours.
+    e = error_of(write("u.binpb", b"\x82\x07\x03\x98\x06\x01"))
+    assert e.message.startswith("unknown field number 99 (varint) in hybrid_configs")
     assert e.field == "hybrid_configs"
     with pytest.warns(strategy.StrategyWarning, match="dropped"):
-        s = strategy.load(write("u2.binpb", b"\x82\x07\x02\x48\x01"), policy="warn")
+        s = strategy.load(write("u2.binpb", b"\x82\x07\x03\x98\x06\x01"), policy="warn")
     assert s.hybrid_configs.SerializeToString() == b""
+
+
+def test_unknown_field_number_inside_a_repeated_message_is_found(write):
+    # downpour_table_param (115, repeated): its second element holds field 99.
+    e = error_of(write("u.binpb", b"\x9a\x07\x00\x9a\x07\x03\x98\x06\x01"))
+    assert e.message.startswith("unknown field number 99 (varint) in downpour_table_param[1]")
 
 
 def test_text_file_that_is_not_utf8_is_located(write):

@@ -1,24 +1,26 @@
-"""Strategy files written by PaddlePaddle 3.3.1 load unchanged, and we write them back byte for byte."""
+"""Every strategy file PaddlePaddle 3.3.1 wrote loads unchanged, writes back byte for byte, and resolves as documented."""
 
 from __future__ import annotations
+
+import warnings
 
 import pytest
 
 import strategy
-from conftest import PADDLE_CASES, PADDLE_FIXTURES
+from conftest import PADDLE_CASES, PADDLE_FIXTURES, PADDLE_IMPLEMENTED_CASES
 
 ENCODINGS = {"prototxt": "prototxt", "json": "json", "binpb": "binary"}
 
 
-def test_all_three_paddle_cases_are_present():
-    assert PADDLE_CASES == ["dp2_tp2_sync_average", "tp2_async_skip", "tp2_defaults"]
+def test_every_paddle_case_is_present():
+    assert PADDLE_CASES == ["dp2_tp2_sync_average", "llama_tp2_sp", "ps_async", "static_amp_merge", "tp2_async_skip", "tp2_defaults"]
 
 
 @pytest.mark.parametrize("case", PADDLE_CASES)
 def test_three_encodings_load_to_the_same_message(case):
     loaded = [strategy.load(PADDLE_FIXTURES / f"{case}.{ext}") for ext in ENCODINGS]
     assert loaded[0] == loaded[1] == loaded[2]
-    assert loaded[0].hybrid_configs.mp_degree == 2
+    assert loaded[0].ByteSize() > 0
 
 
 @pytest.mark.parametrize("case", PADDLE_CASES)
@@ -30,6 +32,16 @@ def test_dump_reproduces_paddles_bytes(case, ext):
     got = out if isinstance(out, bytes) else out.encode()
     # MessageToJson output has no trailing newline; ours ends the file with one.
     assert got.rstrip(b"\n") == expected.rstrip(b"\n")
+
+
+@pytest.mark.parametrize("case", PADDLE_CASES)
+def test_text_json_yaml_binary_text_round_trip_is_lossless(case):
+    original = strategy.load(PADDLE_FIXTURES / f"{case}.prototxt")
+    current = original
+    for fmt in ["json", "yaml", "binary", "prototxt"]:
+        current = strategy.loads(strategy.dumps(current, format=fmt), format=fmt)
+        assert current == original, fmt
+    assert strategy.dumps(current) == (PADDLE_FIXTURES / f"{case}.prototxt").read_text()
 
 
 def test_paddle_values_survive():
@@ -46,3 +58,83 @@ def test_paddle_async_skip_resolves_both_flags_on():
     assert resolved.mp.async_allreduce and resolved.mp.skip_c_identity
     assert not resolved.mp.fused_linear_param_grad_add
     assert resolved.notes == ()
+
+
+@pytest.mark.parametrize("case", PADDLE_IMPLEMENTED_CASES)
+def test_files_that_set_only_implemented_fields_resolve_strictly_without_notes_or_warnings(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resolved = strategy.resolve(strategy.load(PADDLE_FIXTURES / f"{case}.prototxt"), world_size=4 if "dp2" in case else 2)
+    assert all("no effect" not in note for note in resolved.notes)
+
+
+LLAMA_UNIMPLEMENTED = [
+    (1, 1, "amp = true", "torch.autocast"),
+    (2, 1, "recompute = true", "torch.utils.checkpoint.checkpoint"),
+    (4, 3, "amp_configs.init_loss_scaling = 1024", "torch.amp.GradScaler"),
+    (5, 3, "amp_configs.use_pure_bf16 = true", "torch.autocast"),
+    (16, 5, "hybrid_configs.mp_configs.recompute_allgather = true", "sequence parallelism"),
+    (17, 5, "hybrid_configs.mp_configs.sp_async_reduce_scatter = true", "sequence parallelism"),
+]
+STATIC_UNIMPLEMENTED = [
+    (1, 1, "amp = true", "torch.autocast"),
+    (2, 1, "recompute = true", "torch.utils.checkpoint"),
+    (3, 1, "gradient_merge = true", "backward() k times"),
+    (6, 3, 'recompute_configs.checkpoints = ["fc_0.tmp_0", "fc_1.tmp_0"]', "torch.utils.checkpoint"),
+    (10, 3, "amp_configs.incr_every_n_steps = 500", "GradScaler"),
+    (11, 3, "amp_configs.decr_ratio = 0.5", "GradScaler"),
+    (17, 3, "gradient_merge_configs.k_steps = 4", "backward() k times"),
+]
+
+
+@pytest.mark.parametrize(("case", "expected"), [("llama_tp2_sp", LLAMA_UNIMPLEMENTED), ("static_amp_merge", STATIC_UNIMPLEMENTED)])
+def test_strict_resolve_names_every_not_implemented_setting_at_its_line(case, expected):
+    path = PADDLE_FIXTURES / f"{case}.prototxt"
+    s = strategy.load(path)  # loading is lossless: only resolving judges what the runtime can do
+    with pytest.raises(strategy.StrategyError) as caught:
+        strategy.resolve(s, world_size=2)
+    e = caught.value
+    assert (e.source, e.line, e.column, e.field) == (str(path), 1, 1, "amp")
+    lines = str(e).splitlines()
+    assert len(lines) == len(expected)
+    for line, (row, col, setting, hint) in zip(lines, expected):
+        assert line.startswith(f"{path}:{row}:{col}: {setting} is not implemented by this project; "), line
+        assert hint in line
+
+
+def test_settings_that_only_change_defaults_or_sit_in_inactive_messages_never_error():
+    # llama sets pp_configs.delay_scale_loss (pp_degree is 1) and explicit defaults (pp_degree: 1, tensor_fusion: false).
+    s = strategy.load(PADDLE_FIXTURES / "llama_tp2_sp.prototxt")
+    with pytest.warns(strategy.StrategyWarning):
+        resolved = strategy.resolve(s, world_size=2, policy="warn")
+    assert "hybrid_configs.pp_configs.delay_scale_loss is set but has no effect: hybrid_configs.pp_degree is 1." in resolved.notes
+    assert "hybrid_configs.sharding_configs.tensor_fusion is set but has no effect: hybrid_configs.sharding_degree is 1." in resolved.notes
+
+
+def test_parameter_server_file_resolves_with_notes_only():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resolved = strategy.resolve(strategy.load(PADDLE_FIXTURES / "ps_async.prototxt"), world_size=1)
+    no_effect = [n for n in resolved.notes if "has no effect in PyTorch: parameter-server training is Paddle's" in n]
+    assert [n.split(" is set")[0] for n in no_effect] == [
+        "a_sync", "a_sync_configs.k_steps", "a_sync_configs.send_queue_size", "a_sync_configs.launch_barrier"]
+
+
+@pytest.mark.parametrize("case", PADDLE_CASES)
+def test_every_paddle_file_resolves_under_warn_with_a_located_warning_per_ignored_setting(case):
+    path = PADDLE_FIXTURES / f"{case}.prototxt"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolved = strategy.resolve(strategy.load(path, policy="warn"), world_size=4 if "dp2" in case else 2, policy="warn")
+    ignored = [str(w.message) for w in caught if "ignored (policy 'warn')" in str(w.message)]
+    expected = {"llama_tp2_sp": LLAMA_UNIMPLEMENTED, "static_amp_merge": STATIC_UNIMPLEMENTED}.get(case, [])
+    assert [m.split(": ")[0] for m in ignored] == [f"{path}:{row}:{col}" for row, col, *_ in expected]
+    assert resolved.world_size == (4 if "dp2" in case else 2)
+
+
+def test_warn_resolves_an_ignored_setting_as_its_default():
+    s = strategy.loads("hybrid_configs { dp_degree: -1 mp_degree: 2 pp_degree: 2 }")
+    with pytest.warns(strategy.StrategyWarning, match=r"<string>:1:45: hybrid_configs.pp_degree = 2 is not implemented"):
+        resolved = strategy.resolve(s, world_size=4, policy="warn")
+    assert (resolved.dp_degree, resolved.mp_degree, resolved.pp_degree) == (2, 2, 1)
+    assert s.hybrid_configs.pp_degree == 2  # the caller's message is left as it was

@@ -7,35 +7,27 @@ import pytest
 import strategy
 from strategy import schema
 
-# Paddle fleet's numbering, from shared/fixtures/paddle/README.md.
-PADDLE_FIELDS = {
-    "hybrid_configs": 112,
-    "hybrid_configs.dp_degree": 1,
-    "hybrid_configs.mp_degree": 2,
-    "hybrid_configs.pp_degree": 3,
-    "hybrid_configs.sharding_degree": 4,
-    "hybrid_configs.sep_degree": 5,
-    "hybrid_configs.mp_configs": 6,
-    "hybrid_configs.mp_configs.sync_param": 1,
-    "hybrid_configs.mp_configs.sync_grad": 2,
-    "hybrid_configs.mp_configs.sync_moment": 3,
-    "hybrid_configs.mp_configs.sync_mode": 4,
-    "hybrid_configs.mp_configs.mp_async_allreduce": 5,
-    "hybrid_configs.mp_configs.mp_skip_c_identity": 6,
-    "hybrid_configs.mp_configs.mp_fused_linear_param_grad_add": 7,
-}
-
-
-def test_paddle_field_numbers_are_kept():
-    numbers = {path: field.number for path, field in schema.walk()}
-    for path, number in PADDLE_FIELDS.items():
-        assert numbers[path] == number, path
+from test_paddle_schema import PADDLE
 
 
 def test_fields_beyond_paddle_are_numbered_from_1000():
-    for path, field in schema.walk():
-        if path not in PADDLE_FIELDS:
-            assert field.number >= 1000, path
+    for message in _messages():
+        paddle = {f["name"] for f in PADDLE["messages"].get(message.name, [])}
+        for field in message.fields:
+            if field.name not in paddle:
+                assert field.number >= 1000, f"{message.name}.{field.name}"
+
+
+def _messages():
+    from strategy._generated import distributed_strategy_pb2
+
+    seen, todo = {}, [distributed_strategy_pb2.DistributedJobInfo.DESCRIPTOR]
+    while todo:
+        desc = todo.pop()
+        if desc.name not in seen:
+            seen[desc.name] = desc
+            todo += [f.message_type for f in desc.fields if f.message_type is not None]
+    return list(seen.values())
 
 
 @pytest.mark.parametrize(

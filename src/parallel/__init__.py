@@ -7,6 +7,7 @@ settings from the group it makes current (or the `hcg=` they are given).
 from .column import ColumnParallelLinear
 from .comm import CollectiveError
 from .cross_entropy import ParallelCrossEntropy
+from .data import broadcast_data
 from .embedding import VocabParallelEmbedding
 from .groups import HybridGroup, current, destroy, init
 from .optimizer import HybridParallelOptimizer, add_main_grad
@@ -22,6 +23,7 @@ __all__ = [
     "RowParallelLinear",
     "VocabParallelEmbedding",
     "add_main_grad",
+    "broadcast_data",
     "current",
     "destroy",
     "init",

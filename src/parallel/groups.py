@@ -10,6 +10,7 @@ import atexit
 import datetime
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -19,7 +20,7 @@ from strategy import Resolved, StrategyError
 
 from .consensus import agree
 
-__all__ = ["HybridGroup", "current", "destroy", "init"]
+__all__ = ["HybridGroup", "communicator_options", "current", "destroy", "init"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,8 +106,9 @@ def init(
     mp_groups, dp_groups = resolved.process_groups()
     mine: dict[str, tuple[dist.ProcessGroup, list[int]]] = {}
     for name, layout in (("mp", mp_groups), ("dp", dp_groups)):
+        options = communicator_options(resolved.nccl.get(name, {}), dist.get_backend())
         for ranks in layout:  # every rank creates every group, in the same order
-            group = dist.new_group(ranks, timeout=timeout)
+            group = dist.new_group(ranks, timeout=timeout, **options)
             _STATE.groups.append(group)
             if rank in ranks:
                 mine[name] = (group, ranks)
@@ -125,6 +127,25 @@ def init(
         dp_ranks=tuple(dp_ranks),
     )
     return _STATE.current
+
+
+def communicator_options(settings: dict[str, Any], backend: str) -> dict[str, Any]:
+    """`new_group` keyword arguments for a group's NCCLConfig settings (resolved.nccl["mp"]); none unless NCCL.
+
+    commName becomes the group's description (NCCL logs, flight recorder); nchannels caps the CTAs (channels)
+    of the communicator's kernels. The other NCCLConfig fields have no per-communicator knob in torch and are
+    noted by `strategy.resolve`.
+    """
+    if not settings or backend != "nccl":
+        return {}
+    kwargs: dict[str, Any] = {}
+    if settings.get("commName"):
+        kwargs["group_desc"] = settings["commName"]
+    if settings.get("nchannels"):
+        options = dist.ProcessGroupNCCL.Options()
+        options.config.max_ctas = settings["nchannels"]
+        kwargs["pg_options"] = options
+    return kwargs
 
 
 def _as_message(value: object, policy: str) -> _strategy.DistributedStrategy:

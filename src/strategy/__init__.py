@@ -3,7 +3,8 @@
 Never imports torch; `parallel` builds on the names exported here.
 """
 
-from ._generated.distributed_strategy_pb2 import DistributedStrategy, HybridConfig, MpConfig
+from ._generated.distributed_strategy_pb2 import DistributedStrategy
+from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig
 from .errors import StrategyError, StrategyWarning
 from .explain import explain
 from .formats import EXTENSIONS, FORMATS

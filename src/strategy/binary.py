@@ -39,7 +39,13 @@ def parse(msg: Message, data: bytes, *, source: str, policy: str) -> None:
 
 def _unknown(msg: Message, path: str) -> list[tuple[str, int, int]]:
     found = [(path, f.field_number, f.wire_type) for f in UnknownFieldSet(msg)]
-    for field in msg.DESCRIPTOR.fields:
-        if schema.is_message(field) and not schema.is_repeated(field) and msg.HasField(field.name):
-            found += _unknown(getattr(msg, field.name), f"{path}.{field.name}" if path else field.name)
+    for field, value in msg.ListFields():
+        if not schema.is_message(field):
+            continue
+        where = f"{path}.{field.name}" if path else field.name
+        if schema.is_repeated(field):
+            for k, item in enumerate(value):
+                found += _unknown(item, f"{where}[{k}]")
+        else:
+            found += _unknown(value, where)
     return found

@@ -6,6 +6,7 @@ Every field it sets is recorded with its location, so later rules can point at t
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field as dc_field
 from typing import Any
 
@@ -157,13 +158,15 @@ def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -
         return value
     if text and kind is int and cpp == _BOOL and value in (0, 1):
         return bool(value)  # the text format spells bools 0 and 1 too
-    if text and kind is float and cpp in _INT_RANGES:
+    if text and kind is float and cpp in _INT_RANGES and not (value == 0 and str(value) == "-0.0"):
         raise StrategyError.at(node.where, f"{path} expects an integer, got the number {value!r}", field=path)
     if kind is int and cpp in _INT_RANGES:
         low, high = _INT_RANGES[cpp]
         if not low <= value <= high:
             raise StrategyError.at(node.where, f"{path} = {value} is out of range [{low}, {high}]", field=path)
         return value
+    if not text and kind is str and cpp in _QUOTED_IN_JSON:
+        value = _json_number(value)  # protobuf's JSON mapping quotes 64-bit integers and spells "Infinity"
     ok: Any = _MISSING
     if cpp == FieldDescriptor.CPPTYPE_BOOL and isinstance(value, bool):
         ok = value
@@ -184,12 +187,28 @@ def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -
         enum = field.enum_type
         if isinstance(name, str) and name in enum.values_by_name:
             ok = enum.values_by_name[name].number
+        elif kind is int and value in enum.values_by_number:
+            ok = value  # the number of a known value, as protobuf's readers accept
     if ok is _MISSING:
         raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_describe(value)}", field=path)
     return ok
 
 
 _MISSING = object()
+_QUOTED_IN_JSON = {
+    FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64, FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE
+}
+_JSON_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
+_JSON_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+def _json_number(text: str) -> Any:
+    """A number protobuf's JSON mapping wrote as a string, or `text` unchanged when it is none."""
+    if text in _JSON_FLOATS:
+        return _JSON_FLOATS[text]
+    if len(text) <= 40 and _JSON_INT.fullmatch(text):
+        return int(text)
+    return text
 _BOOL = FieldDescriptor.CPPTYPE_BOOL
 _STRING = FieldDescriptor.CPPTYPE_STRING
 

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from google.protobuf.descriptor import FieldDescriptor
+from collections.abc import Iterator
+from typing import Any
 
-from . import rules, schema
+from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message import Message
+
+from . import rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
+from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .resolution import Resolved, resolve_with_reasons
 
 __all__ = ["explain", "show_value"]
@@ -13,29 +18,24 @@ __all__ = ["explain", "show_value"]
 
 def show_value(value: object) -> str:
     """A value as a strategy file spells it: true/false, quoted strings."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return f'"{value}"' if isinstance(value, str) else str(value)
+    return support.show_scalar(None, value)
 
 
 def explain(s: DistributedStrategy, *, world_size: int | None = None) -> str:
-    """A table of every field (value, set or default, effect and why not), broken rules, notes, and the
-    process groups for the world size. A strategy that breaks a `requires` rule is explained, not rejected.
+    """A table of every field the strategy sets and every implemented setting (value, set or default, effect and
+    why not), broken rules, notes, and the process groups for the world size. A strategy that breaks a
+    `requires` rule or sets what is not implemented is explained, not rejected.
 
     Raises:
-        StrategyError: the degrees do not fit the world size, or a degree is unsupported.
+        StrategyError: the degrees do not fit the world size.
     """
-    resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False)
+    resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False, unsupported="report")
+    review = support.review(s)
     rows = [("field", "value", "source", "effect")]
-    for path, field in schema.walk():
-        if schema.is_message(field):
-            continue
-        owner, value, is_set = s, None, True
-        for name in path.split("."):
-            is_set = is_set and owner.HasField(name)
-            value = getattr(owner, name)
-            owner = value
-        rows.append((path, show_value(value), "set" if is_set else "default", _effect(path, value, field, reasons, resolved)))
+    for path, field, value, is_set in _rows(s, "", ()):
+        gated = f"no effect: {reasons[path]}" if path in reasons else None
+        effect = gated or review.effects.get(path) or _effect(field, value, resolved)
+        rows.append((path, support.show(field, value), "set" if is_set else "default", effect))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
     for path, needed in rules.requires_violations(s):
@@ -52,9 +52,26 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def _effect(path: str, value: object, field: FieldDescriptor, reasons: dict[str, str], resolved: Resolved) -> str:
-    if path in reasons:
-        return f"no effect: {reasons[path]}"
+def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iterator[tuple[str, FieldDescriptor, Any, bool]]:
+    """(path, field, value, is set) for each field that is set, and for each implemented one (or degree) left
+    at its default, in schema order."""
+    for field in msg.DESCRIPTOR.fields:
+        path, here = prefix + field.name, chain + (field,)
+        value = getattr(msg, field.name)
+        if field.message_type is not None:
+            if field.is_repeated:
+                for k, item in enumerate(value):
+                    yield from _rows(item, f"{path}[{k}].", here)
+            elif msg.HasField(field.name) or support.status(here).support == IMPLEMENTED:
+                yield from _rows(value, path + ".", here)
+            continue
+        is_set = len(value) > 0 if field.is_repeated else msg.HasField(field.name)
+        shown = support.status(here).support == IMPLEMENTED or schema.option(field, "axis")
+        if is_set or (shown and not prefix.endswith("].")):
+            yield path, field, value, is_set
+
+
+def _effect(field: FieldDescriptor, value: object, resolved: Resolved) -> str:
     if schema.option(field, "axis"):
         actual = getattr(resolved, field.name)
         return f"inferred: {actual}" if actual != value else ""

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
+from typing import Any
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
 
 from . import binary, textproto
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
@@ -83,12 +88,43 @@ def serialize(msg: DistributedStrategy, format: str) -> str | bytes:
     if format == "binary":
         return msg.SerializeToString()
     from google.protobuf import json_format, text_format
+    from google.protobuf.internal import api_implementation
 
     if format == "prototxt":
+        if api_implementation.Type() == "upb":
+            # upb's printer writes floats as C++ protobuf does (1024, not 1024.0): Paddle's files, byte for byte.
+            return str(msg)
         return text_format.MessageToString(msg)
     if format == "json":
         return json_format.MessageToJson(msg, preserving_proto_field_name=True, indent=2) + "\n"
     import yaml
 
-    as_dict = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+    as_dict = to_plain_dict(msg)
     return yaml.safe_dump(as_dict, sort_keys=False, default_flow_style=False) if as_dict else "{}\n"
+
+
+def to_plain_dict(msg: Message) -> dict[str, Any]:
+    """The set fields as nested dicts with proto field names and Python values: protobuf's JSON mapping, with
+    the numbers it writes as strings for JSON's sake (64-bit integers, "Infinity", "NaN") turned back."""
+    from google.protobuf import json_format
+
+    return _unquote(msg.DESCRIPTOR, json_format.MessageToDict(msg, preserving_proto_field_name=True))
+
+
+def _unquote(desc: Descriptor, d: dict[str, Any]) -> dict[str, Any]:
+    for name, value in d.items():
+        f = desc.fields_by_name[name]
+        if f.message_type is not None:
+            for item in value if f.is_repeated else [value]:
+                _unquote(f.message_type, item)
+        elif f.cpp_type in _QUOTED:
+            d[name] = [_QUOTED[f.cpp_type](v) for v in value] if f.is_repeated else _QUOTED[f.cpp_type](value)
+    return d
+
+
+_QUOTED: dict[int, Callable[[Any], Any]] = {
+    FieldDescriptor.CPPTYPE_INT64: int,
+    FieldDescriptor.CPPTYPE_UINT64: int,
+    FieldDescriptor.CPPTYPE_FLOAT: float,
+    FieldDescriptor.CPPTYPE_DOUBLE: float,
+}

@@ -8,12 +8,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import overrides as _overrides
-from . import rules
+from . import rules, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from .atomic import write_atomic
 from .builder import build
 from .errors import StrategyError
-from .formats import check_format, format_for, parse, serialize
+from .formats import check_format, format_for, parse, serialize, to_plain_dict
 from .limits import MAX_BYTES
 from .tree import from_python
 
@@ -81,6 +81,7 @@ def _load(
     if overrides:
         positions.update(_overrides.apply(msg, overrides, policy=policy))
     rules.check(msg, positions, policy=policy, source=source, requires=requires)
+    support.remember(msg, positions, source)
     return msg
 
 
@@ -104,6 +105,7 @@ def problems(
         if overrides:
             positions.update(_overrides.apply(msg, overrides, policy=policy, errors=errors))
         rules.check(msg, positions, policy=policy, source=source, errors=errors)
+        support.remember(msg, positions, source)
     except StrategyError as e:
         return None, errors + [e]
     return msg, errors
@@ -115,14 +117,13 @@ def from_dict(d: Mapping[str, Any], *, policy: str = "strict") -> DistributedStr
     msg = DistributedStrategy()
     positions = build(msg, from_python(d), policy=policy)
     rules.check(msg, positions, policy=policy, source="<dict>")
+    support.remember(msg, positions, "<dict>")
     return msg
 
 
 def to_dict(s: DistributedStrategy) -> dict[str, Any]:
     """The fields that are set, as nested dicts with proto field names."""
-    from google.protobuf import json_format
-
-    return json_format.MessageToDict(s, preserving_proto_field_name=True)
+    return to_plain_dict(s)
 
 
 def dumps(s: DistributedStrategy, *, format: str = "prototxt") -> str | bytes:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field as dc_field
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from . import rules, schema
-from ._generated.distributed_strategy_pb2 import DistributedStrategy, HybridConfig, MpConfig
+from . import rules, schema, support
+from ._generated.distributed_strategy_pb2 import DistributedStrategy
+from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig, NCCLConfig
+from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import StrategyError, warn
 
 __all__ = ["MpSettings", "Resolved", "resolve", "resolve_with_reasons"]
@@ -24,7 +26,8 @@ class MpSettings:
     """Effective model-parallel options (MpConfig's fields, `mp_` prefix dropped), after gating.
 
     `async_allreduce` is on only when mp_degree > 1 and mp_async_allreduce is set; `skip_c_identity`
-    and `fused_linear_param_grad_add` only when async_allreduce is effectively on.
+    and `fused_linear_param_grad_add` only when async_allreduce is effectively on. `need_broadcast_data`
+    (on by default) only when mp_degree > 1.
     """
 
     sync_param: bool
@@ -34,6 +37,7 @@ class MpSettings:
     async_allreduce: bool
     skip_c_identity: bool
     fused_linear_param_grad_add: bool
+    need_broadcast_data: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +47,8 @@ class Resolved:
     Attributes:
         dp_degree ... sep_degree: the degrees, dp_degree inferred when it was -1; their product is the world size.
         mp: the effective model-parallel options.
+        nccl: per group ("mp", "dp"), the implemented NCCLConfig fields the file set for its communicator
+            (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only.
         notes: one sentence per setting that was given but has no effect (or was inferred), and why.
     """
 
@@ -52,6 +58,7 @@ class Resolved:
     sharding_degree: int
     sep_degree: int
     mp: MpSettings
+    nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     @property
@@ -71,10 +78,13 @@ def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: st
     Args:
         world_size: number of ranks; None reads WORLD_SIZE from the environment when set, else takes the
             product of the explicit degrees (an inferred dp_degree then becomes 1, with a note).
-        policy: "strict" raises when a flag's `requires` rule is broken; "warn" warns and turns it off.
+        policy: "strict" raises when a flag's `requires` rule is broken, or when a field this project does not
+            implement is set to anything but its default; "warn" warns, turns the flag off and resolves the
+            unimplemented field as if it were left at its default.
 
     Raises:
-        StrategyError: a degree is unsupported, or the degrees do not multiply to the world size.
+        StrategyError: a not-implemented setting (located at its file:line:col when `s` came from `load`, every
+            such setting listed), or degrees that do not multiply to the world size.
 
     Example::
 
@@ -85,28 +95,45 @@ def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: st
 
 
 def resolve_with_reasons(
-    s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict", requires: bool = True
+    s: DistributedStrategy,
+    *,
+    world_size: int | None = None,
+    policy: str = "strict",
+    requires: bool = True,
+    unsupported: str | None = None,
 ) -> tuple[Resolved, dict[str, str]]:
     """`resolve`, plus why each gated flag is off, by dotted path, whether or not the file set it (for explain).
 
     `requires=False` resolves a file that breaks a `requires` rule as the warn policy does, without warning.
+    `unsupported="report"` resolves not-implemented settings as the warn policy does, without warning (explain
+    shows them from `support.review`).
     """
     rules.check_policy(policy)
     rules.check(s, {}, policy=policy, source="<resolve>", requires=requires)
     _warn_legacy_env()
-    plan = _plan()
-    notes: list[str] = []
+    positions, source = support.recall(s)
+    review = support.review(s, positions=positions, source=source)
     reasons: dict[str, str] = {}
+    mode = unsupported or policy
+    if review.unsupported:
+        if mode == "strict":
+            raise support.combined(review.unsupported)
+        for finding in review.unsupported:
+            if mode == "warn":
+                warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=4)
+        s = support.effective(s, [f.path for f in review.unsupported])
+    plan = _plan()
+    notes: list[str] = list(review.notes)
     hybrid = getattr(s, plan.hybrid)
     degrees = _degrees(plan, hybrid, world_size, notes)
     mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes, reasons)
-    return Resolved(**degrees, mp=mp, notes=tuple(notes)), reasons
+    nccl = _nccl(plan, hybrid, degrees, notes)
+    return Resolved(**degrees, mp=mp, nccl=nccl, notes=tuple(notes)), reasons
 
 
 class _Axis(NamedTuple):
     name: str
     short: str
-    max_supported: int | None
     infer: int | None
 
 
@@ -123,6 +150,7 @@ class _Plan(NamedTuple):
     mp: str
     gate: str | None
     flags: tuple[_Flag, ...]  # dependency order
+    comm: tuple[tuple[str, str, str | None], ...]  # (group configs field, its NCCLConfig field, gating degree)
 
 
 @functools.cache
@@ -131,13 +159,14 @@ def _plan() -> _Plan:
     hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
     mp = next(f for f in HybridConfig.DESCRIPTOR.fields if f.message_type is MpConfig.DESCRIPTOR)
     axes = tuple(
-        _Axis(f.name, schema.option(f, "axis"), schema.option(f, "max_supported"), schema.option(f, "infer_value"))
+        _Axis(f.name, schema.option(f, "axis"), schema.option(f, "infer_value"))
         for f in HybridConfig.DESCRIPTOR.fields
         if schema.option(f, "axis")
     )
     pending = [
         _Flag(f.name, f.name.removeprefix("mp_"), f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, schema.option(f, "requires"))
         for f in MpConfig.DESCRIPTOR.fields
+        if f.message_type is None and schema.option(f, "support") == IMPLEMENTED
     ]
     flags: list[_Flag] = []
     while pending:  # topological order: each flag after the flag it requires
@@ -146,18 +175,18 @@ def _plan() -> _Plan:
             raise AssertionError(f"requires rules form a cycle among {[f.name for f in pending]}")
         flags += ready
         pending = [f for f in pending if f not in ready]
-    return _Plan(hybrid.name, axes, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags))
+    comm = tuple(
+        (f.name, inner.name, schema.option(f, "active_when_parallel"))
+        for f in HybridConfig.DESCRIPTOR.fields
+        if f.message_type is not None and schema.option(f, "support") == IMPLEMENTED
+        for inner in f.message_type.fields
+        if inner.message_type is NCCLConfig.DESCRIPTOR and schema.option(inner, "support") == IMPLEMENTED
+    )
+    return _Plan(hybrid.name, axes, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags), comm)
 
 
 def _degrees(plan: _Plan, hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
     degrees = {a.name: getattr(hybrid, a.name) for a in plan.axes}
-    for a in plan.axes:
-        if a.max_supported is not None and degrees[a.name] > a.max_supported:
-            raise StrategyError(
-                f"{plan.hybrid}.{a.name} = {degrees[a.name]}: {a.short} parallelism is not implemented by this "
-                f"project; set {a.name}: {a.max_supported}",
-                field=f"{plan.hybrid}.{a.name}",
-            )
     inferred = [a for a in plan.axes if degrees[a.name] == a.infer]
     known = math.prod(degrees[a.name] for a in plan.axes if degrees[a.name] != a.infer)
     if world_size is None:
@@ -221,6 +250,25 @@ def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: 
                     notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
         effective[flag.name] = value
     return MpSettings(**{flag.setting: effective[flag.name] for flag in plan.flags})
+
+
+def _nccl(plan: _Plan, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dict[str, dict[str, Any]]:
+    """The implemented NCCLConfig fields set for each group's communicator, keyed by the group's axis name."""
+    axes = {a.name: a.short for a in plan.axes}
+    out: dict[str, dict[str, Any]] = {}
+    for configs, inner, degree in plan.comm:
+        if not hybrid.HasField(configs) or not getattr(hybrid, configs).HasField(inner):
+            continue
+        if degree is not None and degrees[degree] <= 1:
+            continue  # the support review already noted the whole message as inactive
+        message = getattr(getattr(hybrid, configs), inner)
+        chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
+        if chosen:
+            group = axes.get(degree or "", configs.removesuffix("_configs"))
+            out[group] = chosen
+            notes.append(f"{plan.hybrid}.{configs}.{inner} ({', '.join(chosen)}) applies to the {group} group's NCCL "
+                         "communicator; it has no effect on gloo.")
+    return out
 
 
 def _warn_legacy_env() -> None:

@@ -14,6 +14,7 @@ from google.protobuf import descriptor_pb2
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ._generated import distributed_strategy_pb2 as pb2
+from ._generated import strategy_options_pb2 as options_pb2
 
 __all__ = [
     "ROOT",
@@ -23,13 +24,15 @@ __all__ = [
     "fields_with",
     "is_message",
     "is_repeated",
+    "message_doc",
+    "message_option",
     "option",
     "walk",
 ]
 
 ROOT: Descriptor = pb2.DistributedStrategy.DESCRIPTOR
 
-_OPTIONS = {name: ext for name, ext in pb2.DESCRIPTOR.extensions_by_name.items()}
+_OPTIONS = dict(options_pb2.DESCRIPTOR.extensions_by_name)
 
 
 @functools.cache
@@ -42,6 +45,14 @@ def option(field: FieldDescriptor, name: str) -> Any:
     opts = field.GetOptions()
     if ext.is_repeated:
         return tuple(opts.Extensions[ext])
+    return opts.Extensions[ext] if opts.HasExtension(ext) else None
+
+
+@functools.cache
+def message_option(desc: Descriptor, name: str) -> Any:
+    """The custom message option `name` declared on the message `desc`; None when absent."""
+    ext = _OPTIONS[name]
+    opts = desc.GetOptions()
     return opts.Extensions[ext] if opts.HasExtension(ext) else None
 
 
@@ -73,7 +84,13 @@ def did_you_mean(name: str, candidates: list[str]) -> str:
     close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     if close:
         return f"; did you mean '{close[0]}'?"
+    if len(candidates) > _LIST_AT_MOST:
+        shown = ", ".join(candidates[:_LIST_AT_MOST])
+        return f"; valid names: {shown}, ... ({len(candidates)} in all; `strategy defaults` lists every field)"
     return "; valid names: " + ", ".join(candidates)
+
+
+_LIST_AT_MOST = 12
 
 
 def field_by_path(path: str, root: Descriptor = ROOT) -> list[FieldDescriptor]:
@@ -96,7 +113,8 @@ def field_by_path(path: str, root: Descriptor = ROOT) -> list[FieldDescriptor]:
 
 @functools.cache
 def _docs() -> dict[tuple[str, str], str]:
-    """Leading comments of every field, from the descriptor set built with --include_source_info."""
+    """Leading comments of every message (key (name, "")) and field, from the descriptor set built with
+    --include_source_info."""
     from importlib import resources  # only when docs are asked for: keeps `strategy validate` quick
 
     data = resources.files("strategy._generated").joinpath("distributed_strategy.desc").read_bytes()
@@ -104,15 +122,26 @@ def _docs() -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
     for file in files.file:
         comments = {tuple(loc.path): loc.leading_comments for loc in file.source_code_info.location}
-        # Path [4, i, 2, j] is message_type[i].field[j] (see descriptor.proto).
+        # Path [4, i] is message_type[i], [4, i, 2, j] its field[j], [5, i] enum_type[i] (see descriptor.proto).
         for i, message in enumerate(file.message_type):
             full = f"{file.package}.{message.name}" if file.package else message.name
+            out[(full, "")] = _one_line(comments.get((4, i), ""))
             for j, field in enumerate(message.field):
-                text = comments.get((4, i, 2, j), "")
-                out[(full, field.name)] = " ".join(line.strip() for line in text.strip().splitlines())
+                out[(full, field.name)] = _one_line(comments.get((4, i, 2, j), ""))
+        for i, enum in enumerate(file.enum_type):
+            out[(f"{file.package}.{enum.name}", "")] = _one_line(comments.get((5, i), ""))
     return out
+
+
+def _one_line(text: str) -> str:
+    return " ".join(line.strip() for line in text.strip().splitlines())
 
 
 def doc(field: FieldDescriptor) -> str:
     """The field's documentation: the comment above it in the .proto, on one line."""
     return _docs().get((field.containing_type.full_name, field.name), "")
+
+
+def message_doc(desc: Any) -> str:
+    """A message's or enum's documentation: the comment above it in the .proto, on one line."""
+    return _docs().get((desc.full_name, ""), "")

@@ -176,7 +176,10 @@ class _Parser:
         self.i += 1
         if tok.kind == "number":
             value = self.number(tok)
-            return _new(Scalar, (-value if negative else value, where))
+            if negative:
+                # "-0" is how protobuf prints a float's negative zero; the builder reads it as 0 for integers.
+                value = -0.0 if value == 0 and isinstance(value, int) else -value
+            return _new(Scalar, (value, where))
         if tok.kind == "ident":
             lowered = tok.text.lower()
             if lowered in _FLOATS:

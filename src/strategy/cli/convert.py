@@ -8,6 +8,7 @@ import sys
 from google.protobuf.message import Message
 
 from .. import rules, schema
+from ..io import to_dict
 from .common import add_format, add_policy, add_set, read, show_value, subparser, write
 
 __all__ = ["register"]
@@ -51,7 +52,9 @@ def _effective(msg: Message, prefix: str = "") -> dict[str, object]:
     out: dict[str, object] = {}
     for field in msg.DESCRIPTOR.fields:
         value = getattr(msg, field.name)
-        if schema.is_message(field):
+        if schema.is_message(field) and field.is_repeated:
+            out[prefix + field.name] = [to_dict(item) for item in value]
+        elif schema.is_message(field):
             out.update(_effective(value, f"{prefix}{field.name}."))
         else:
             out[prefix + field.name] = list(value) if field.is_repeated else value

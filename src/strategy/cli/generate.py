@@ -58,7 +58,7 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _fill_defaults(msg: Message) -> None:
     for field in msg.DESCRIPTOR.fields:
-        if schema.is_message(field):
+        if schema.is_message(field) and not field.is_repeated:
             _fill_defaults(getattr(msg, field.name))
         elif not field.is_repeated:
             setattr(msg, field.name, field.default_value)
