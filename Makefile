@@ -10,7 +10,7 @@ PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
 	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTOS) && \
 	sed -i -E 's/^import ([a-z_]+_pb2) as /from . import \1 as /' $(1)/*_pb2.py $(1)/*_pb2.pyi
 
-.PHONY: install proto proto-check lint test demo bench bench-gpu fuzz clean
+.PHONY: install proto proto-check docs lint test demo bench bench-gpu fuzz clean
 
 install: $(STAMP)
 
@@ -32,6 +32,10 @@ proto-check: $(STAMP)
 	for f in generated/*_pb2.py generated/*_pb2.pyi; do [ -e "$$tmp/$$(basename $$f)" ] || { \
 		echo "$$f has no .proto any more: delete it"; exit 1; }; done && \
 	echo "generated/ is up to date ($(words $(PROTOS)) .proto files)"
+
+# The reference page is generated from the schema; tests/test_reference.py checks it is fresh.
+docs: $(STAMP)
+	$(VENV)/bin/strategy docs > docs/strategy-reference.md.tmp && mv docs/strategy-reference.md.tmp docs/strategy-reference.md
 
 # Static checks: pyflakes-level lint everywhere, types on the two packages.
 lint: $(STAMP)

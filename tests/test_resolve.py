@@ -118,3 +118,47 @@ def test_legacy_environment_variable_warns_and_names_the_field(monkeypatch, env,
     with pytest.warns(strategy.StrategyWarning, match=f"{env} is no longer read; set hybrid_configs.mp_configs.{field}: true"):
         resolved = strategy.resolve(make(2), world_size=2)
     assert not resolved.mp.async_allreduce  # the variable is not read
+
+
+def test_nccl_config_resolves_per_group_and_notes_what_torch_cannot_set():
+    s = strategy.loads('hybrid_configs { mp_degree: 2 mp_configs { nccl_config { commName: "tp" nchannels: 4 algoStr: "Ring" } }'
+                       ' dp_configs { nccl_config { commName: "dp" } } }')
+    r = strategy.resolve(s, world_size=4)
+    assert r.nccl == {"mp": {"commName": "tp", "nchannels": 4}, "dp": {"commName": "dp"}}
+    assert any(n.startswith("hybrid_configs.mp_configs.nccl_config.algoStr is set but has no effect in PyTorch: torch's NCCL")
+               for n in r.notes)
+    assert ("hybrid_configs.mp_configs.nccl_config (commName, nchannels) applies to the mp group's NCCL communicator; "
+            "it has no effect on gloo.") in r.notes
+
+
+def test_nccl_config_of_an_inactive_mp_group_is_noted_not_applied():
+    s = strategy.loads('hybrid_configs { mp_degree: 1 mp_configs { nccl_config { commName: "tp" } } }')
+    r = strategy.resolve(s, world_size=1)
+    assert r.nccl == {}
+
+
+def test_a_not_implemented_setting_left_at_its_default_or_unset_never_errors():
+    s = strategy.loads("amp: false hybrid_configs { pp_degree: 1 sharding_degree: 1 ep_degree: 1 } amp_configs { use_pure_bf16: true }")
+    r = strategy.resolve(s, world_size=1)  # amp_configs only matters with amp: true
+    assert "amp_configs.use_pure_bf16 is set but has no effect: amp is false." in r.notes
+
+
+def test_unknown_names_stay_errors_and_suggest_only_names_at_that_level():
+    with pytest.raises(strategy.StrategyError, match=r"unknown field hybrid_configs.mp_configs.sp_async_reduce_scater; "
+                                                     r"did you mean 'sp_async_reduce_scatter'\?"):
+        strategy.loads("hybrid_configs { mp_configs { sp_async_reduce_scater: true } }")
+    with pytest.raises(strategy.StrategyError) as caught:
+        strategy.loads("hybrid_configs { ampp: true }")  # `amp` exists, but one level up
+    assert "did you mean" not in str(caught.value) and "valid names: dp_degree" in str(caught.value)
+
+
+def test_explain_lists_every_set_field_with_its_status():
+    s = strategy.loads("a_sync: true amp: true hybrid_configs { mp_degree: 2 pp_configs { delay_scale_loss: true } }")
+    text = strategy.explain(s, world_size=2)
+    rows = {line.split()[0]: line.split(None, 3)[1:] for line in text.splitlines()[1:] if line and not line.startswith(" ")}
+    assert rows["amp"] == ["true", "set", "not implemented: run the forward under torch.autocast and scale the loss with "
+                                          "torch.amp.GradScaler"]
+    assert rows["a_sync"][:2] == ["true", "set"] and rows["a_sync"][2].startswith("no effect in PyTorch: parameter-server")
+    assert rows["hybrid_configs.pp_configs.delay_scale_loss"] == ["true", "set", "no effect: hybrid_configs.pp_degree is 1"]
+    assert rows["hybrid_configs.mp_configs.need_broadcast_data"] == ["true", "default", "on"]
+    assert "localsgd" not in rows  # defaults of what is not implemented are left out

@@ -9,7 +9,7 @@ from .comm import CollectiveError
 from .cross_entropy import ParallelCrossEntropy
 from .data import broadcast_data
 from .embedding import VocabParallelEmbedding
-from .groups import HybridGroup, current, destroy, init
+from .groups import HybridGroup, communicator_options, current, destroy, init
 from .optimizer import HybridParallelOptimizer, add_main_grad
 from .row import RowParallelLinear
 from .sharding import is_sharded
@@ -24,6 +24,7 @@ __all__ = [
     "VocabParallelEmbedding",
     "add_main_grad",
     "broadcast_data",
+    "communicator_options",
     "current",
     "destroy",
     "init",

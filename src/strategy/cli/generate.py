@@ -1,4 +1,4 @@
-"""`schema`, `defaults` and `migrate-env`: documents generated from the schema itself."""
+"""`schema`, `docs`, `defaults` and `migrate-env`: documents generated from the schema itself."""
 
 from __future__ import annotations
 
@@ -30,6 +30,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--format", choices=["json-schema"], default="json-schema")
     s.set_defaults(run=_schema)
 
+    r = subparser(
+        sub, "docs", "print the reference page of every message and field",
+        "Markdown for every message and field of the schema: number, type, default, support status (with\n"
+        "the hint of what to use instead) and the field's documentation. docs/strategy-reference.md is this.",
+        "strategy docs > docs/strategy-reference.md",
+    )
+    r.set_defaults(run=_docs)
+
     d = subparser(
         sub, "defaults", "print the full default strategy",
         "The default strategy with every field spelled out (prototxt unless --to).",
@@ -53,6 +61,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _schema(args: argparse.Namespace) -> int:
     print(json.dumps(json_schema(), indent=2))
+    return 0
+
+
+def _docs(args: argparse.Namespace) -> int:
+    from ..reference import reference
+
+    sys.stdout.write(reference())
     return 0
 
 
