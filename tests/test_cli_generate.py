@@ -94,3 +94,11 @@ def test_migrate_env_merges_into_a_file_and_warns_about_a_broken_rule(write):
         s = strategy.loads(result.stdout, policy="warn")
     assert s.hybrid_configs.mp_degree == 2 and s.hybrid_configs.mp_configs.mp_skip_c_identity
     assert "mp_skip_c_identity requires hybrid_configs.mp_configs.mp_async_allreduce: true" in result.stderr
+
+
+def test_schema_accepts_what_protobufs_json_mapping_writes_for_64_bit_and_infinite_numbers(validator):
+    s = strategy.loads("amp_configs { init_loss_scaling: inf } downpour_table_param { table_id: 7 shard_num: 1000 }")
+    written = json.loads(strategy.dumps(s, format="json"))
+    assert written["downpour_table_param"][0]["table_id"] == "7" and written["amp_configs"]["init_loss_scaling"] == "Infinity"
+    assert list(validator.iter_errors(written)) == []
+    assert strategy.loads(strategy.dumps(s, format="json"), format="json") == s

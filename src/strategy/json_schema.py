@@ -36,8 +36,11 @@ def _field(field: FieldDescriptor) -> dict[str, Any]:
         out.update(type="integer", minimum=low if minimum is None else minimum, maximum=high)
         if infer is not None:
             out = {"description": out["description"], "anyOf": [{"const": infer}, {k: v for k, v in out.items() if k != "description"}]}
+        if cpp in (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64):  # protobuf's JSON quotes them
+            out = {"description": out["description"], "anyOf": [{k: v for k, v in out.items() if k != "description"},
+                                                                 {"type": "string", "pattern": "^-?[0-9]+$"}]}
     elif cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
-        out["type"] = "number"
+        out["anyOf"] = [{"type": "number"}, {"enum": ["Infinity", "-Infinity", "NaN"]}]
     elif cpp == FieldDescriptor.CPPTYPE_ENUM:
         out["enum"] = [v.name for v in field.enum_type.values]
     else:

@@ -109,10 +109,11 @@ def resolve_with_reasons(
     shows them from `support.review`).
     """
     rules.check_policy(policy)
-    rules.check(s, {}, policy=policy, source="<resolve>", requires=requires)
+    loaded = support.recall(s)
+    if not loaded.checked:  # built in code, changed since it was loaded, or loaded under the warn policy
+        rules.check(s, loaded.positions, policy=policy, source=loaded.source or "<resolve>", requires=requires)
     _warn_legacy_env()
-    positions, source = support.recall(s)
-    review = support.review(s, positions=positions, source=source)
+    review = support.review(s, positions=loaded.positions, source=loaded.source)
     reasons: dict[str, str] = {}
     mode = unsupported or policy
     if review.unsupported:
@@ -219,6 +220,15 @@ def _degrees(plan: _Plan, hybrid: HybridConfig, world_size: int | None, notes: l
     return degrees
 
 
+def _is_set(name: str) -> bool:
+    """`name in os.environ`, without the KeyError that costs a miss there (resolve runs this on every call)."""
+    data = getattr(os.environ, "_data", None)
+    encode = getattr(os.environ, "encodekey", None)
+    if isinstance(data, dict) and encode is not None:
+        return encode(name) in data
+    return name in os.environ
+
+
 def _env_world_size() -> int | None:
     raw = os.environ.get("WORLD_SIZE")
     if raw is None or raw == "":
@@ -254,11 +264,11 @@ def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: 
 
 def _nccl(plan: _Plan, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dict[str, dict[str, Any]]:
     """The implemented NCCLConfig fields set for each group's communicator, keyed by the group's axis name."""
-    axes = {a.name: a.short for a in plan.axes}
     out: dict[str, dict[str, Any]] = {}
     for configs, inner, degree in plan.comm:
         if not hybrid.HasField(configs) or not getattr(hybrid, configs).HasField(inner):
             continue
+        axes = {a.name: a.short for a in plan.axes}
         if degree is not None and degrees[degree] <= 1:
             continue  # the support review already noted the whole message as inactive
         message = getattr(getattr(hybrid, configs), inner)
@@ -273,7 +283,7 @@ def _nccl(plan: _Plan, hybrid: HybridConfig, degrees: dict[str, int], notes: lis
 
 def _warn_legacy_env() -> None:
     for path, _, name in schema.fields_with("legacy_env"):
-        if name in os.environ:
+        if _is_set(name):
             on = os.environ[name].strip().lower() in ("1", "true")
             warn(
                 None,

@@ -5,9 +5,7 @@ Every field declares `(support)` and a `(hint)` in the schema; nothing here name
 
 from __future__ import annotations
 
-import functools
 import struct
-from collections import OrderedDict
 from dataclasses import dataclass, field as dc_field
 from typing import Any, NamedTuple
 
@@ -18,7 +16,7 @@ from . import schema
 from ._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED, Support
 from .errors import Location, StrategyError
 
-__all__ = ["Finding", "Review", "combined", "effective", "recall", "remember", "review", "status"]
+__all__ = ["Finding", "Recalled", "Review", "combined", "effective", "recall", "remember", "review", "status"]
 
 STATUS_NAMES = {IMPLEMENTED: "implemented", NO_EFFECT: "no effect", NOT_IMPLEMENTED: "not implemented"}
 
@@ -55,13 +53,35 @@ def status(chain: tuple[FieldDescriptor, ...]) -> Status:
     """The support of the last field of `chain` (a path from the root): the nearest status on the path that
     is not IMPLEMENTED, with its hint (the field's, else its message's `fields_hint`)."""
     for f in reversed(chain):
+        own = _facts(f).own
+        if own.support != IMPLEMENTED:
+            return own
+    return _IMPLEMENTED
+
+
+_IMPLEMENTED = Status(IMPLEMENTED, "")
+
+
+class _Facts(NamedTuple):
+    """What the review needs of one field, read from its options once."""
+
+    own: Status
+    gate_degree: str | None
+    gate_flag: str | None
+
+
+_FACTS: dict[FieldDescriptor, _Facts] = {}
+
+
+def _facts(f: FieldDescriptor) -> _Facts:
+    facts = _FACTS.get(f)
+    if facts is None:
         support = schema.option(f, "support")
-        if support not in (None, IMPLEMENTED):
-            return Status(support, _hint(f))
-    return Status(IMPLEMENTED, "")
+        own = _IMPLEMENTED if support in (None, IMPLEMENTED) else Status(support, _hint(f))
+        facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"))
+    return facts
 
 
-@functools.cache
 def _hint(f: FieldDescriptor) -> str:
     return schema.option(f, "hint") or schema.message_option(f.containing_type, "fields_hint") or ""
 
@@ -73,24 +93,27 @@ def review(msg: Message, *, positions: dict[str, Location] | None = None, source
     takes no effect whatever its status, so it gets a note, not an error.
     """
     out = Review()
-    _walk(msg, "", (), None, positions or {}, source, out)
+    _walk(msg, "", _IMPLEMENTED, None, positions or {}, source, out)
     return out
 
 
-def _walk(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...], inactive: str | None,
+def _walk(msg: Message, prefix: str, inherited: Status, inactive: str | None,
           positions: dict[str, Location], source: str | None, out: Review) -> None:
+    """`inherited`: the nearest status above `msg` that is not IMPLEMENTED (the status of its implemented fields)."""
     for f, value in msg.ListFields():
-        path = prefix + f.name
-        here = chain + (f,)
+        facts = _FACTS.get(f) or _facts(f)
+        st = facts.own if facts.own.support != IMPLEMENTED else inherited
         if f.message_type is not None:
-            reason = inactive or _inactive(msg, f, prefix)
+            reason = inactive or _inactive(msg, facts, prefix)
             if f.is_repeated:
                 for k, item in enumerate(value):
-                    _walk(item, f"{path}[{k}].", here, reason, positions, source, out)
+                    _walk(item, f"{prefix}{f.name}[{k}].", st, reason, positions, source, out)
             else:
-                _walk(value, path + ".", here, reason, positions, source, out)
+                _walk(value, f"{prefix}{f.name}.", st, reason, positions, source, out)
             continue
-        st = status(here)
+        if st.support == IMPLEMENTED and not inactive:
+            continue  # the common case: nothing to say
+        path = prefix + f.name
         if inactive:
             out.effects[path] = f"no effect: {inactive}"
             if st.support != IMPLEMENTED:  # resolution notes the implemented ones it gates off
@@ -106,14 +129,12 @@ def _walk(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...], inactiv
             out.unsupported.append(Finding(path, StrategyError.at(where, text, field=path)))
 
 
-def _inactive(owner: Message, f: FieldDescriptor, prefix: str) -> str | None:
-    """Why nothing inside the message field `f` of `owner` takes effect, or None when it is active."""
-    degree = schema.option(f, "active_when_parallel")
-    if degree and getattr(owner, degree) <= 1:
-        return f"{prefix}{degree} is {getattr(owner, degree)}"
-    flag = schema.option(f, "active_when")
-    if flag and not getattr(owner, flag):
-        return f"{prefix}{flag} is false"
+def _inactive(owner: Message, facts: _Facts, prefix: str) -> str | None:
+    """Why nothing inside a message field of `owner` takes effect, or None when it is active."""
+    if facts.gate_degree and getattr(owner, facts.gate_degree) <= 1:
+        return f"{prefix}{facts.gate_degree} is {getattr(owner, facts.gate_degree)}"
+    if facts.gate_flag and not getattr(owner, facts.gate_flag):
+        return f"{prefix}{facts.gate_flag} is false"
     return None
 
 
@@ -183,24 +204,41 @@ def effective(msg: Message, paths: list[str]) -> Message:
 
 
 # Where each field of a loaded message came from, so resolve (which gets only the message) can point at
-# the line. Protobuf messages take no weak references: keep the last few, by identity, with the message.
-_REMEMBERED: OrderedDict[int, tuple[Message, dict[str, Location], str | None]] = OrderedDict()
-_REMEMBER_AT_MOST = 64
+# the line. Protobuf messages take no weak references: keep the last few, by identity, with the message
+# and its bytes at load time (a message changed since is still resolved, but checked again).
+class Recalled(NamedTuple):
+    positions: dict[str, Location]
+    source: str | None
+    checked: bool  # loaded under the strict rules and unchanged since: the rules need not run again
 
 
-def remember(msg: Message, positions: dict[str, Location], source: str | None) -> None:
-    _REMEMBERED[id(msg)] = (msg, positions, source)
-    _REMEMBERED.move_to_end(id(msg))
-    while len(_REMEMBERED) > _REMEMBER_AT_MOST:
-        _REMEMBERED.popitem(last=False)
+class _Loaded(NamedTuple):
+    msg: Message
+    recalled: Recalled
+    snapshot: bytes
 
 
-def recall(msg: Message) -> tuple[dict[str, Location], str | None]:
-    """The positions and source `msg` was loaded with; empty when it was built in code (or long ago)."""
+_REMEMBERED: dict[int, _Loaded] = {}  # oldest first
+_REMEMBER_AT_MOST = 16
+_UNKNOWN = Recalled({}, None, False)
+
+
+def remember(msg: Message, positions: dict[str, Location], source: str | None, *, checked: bool) -> None:
+    """Record where `msg`'s fields came from; `checked`: it passed the strict rules (ranges, `requires`)."""
+    _REMEMBERED.pop(id(msg), None)
+    _REMEMBERED[id(msg)] = _Loaded(msg, Recalled(positions, source, checked), msg.SerializeToString(deterministic=True))
+    if len(_REMEMBERED) > _REMEMBER_AT_MOST:
+        del _REMEMBERED[next(iter(_REMEMBERED))]
+
+
+def recall(msg: Message) -> Recalled:
+    """The positions and source `msg` was loaded with (empty when it was built in code, or long ago)."""
     entry = _REMEMBERED.get(id(msg))
-    if entry is None or entry[0] is not msg:
-        return {}, None
-    return entry[1], entry[2]
+    if entry is None or entry.msg is not msg:
+        return _UNKNOWN
+    if entry.recalled.checked and msg.SerializeToString(deterministic=True) != entry.snapshot:
+        return entry.recalled._replace(checked=False)
+    return entry.recalled
 
 
 assert set(STATUS_NAMES) == set(Support.values()), "every Support value needs a name"

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .. import schema
+from .. import schema, support
 from ..errors import StrategyError
 from ..explain import explain
 from ..resolution import Resolved, resolve_with_reasons
@@ -34,9 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     r = subparser(
         sub, "resolve", "print the effective settings",
         "Print the settings a run would use: degrees, effective mp flags and notes on what has no effect.\n\n"
-        "fields:\n" + _field_help(),
+        "fields:\n{fields}",
         "strategy resolve tp2.prototxt --world-size 2",
     )
+    # Every field's documentation is long to build: only when the help is asked for, not on every run.
+    plain_help = r.format_help
+    r.format_help = lambda: plain_help().replace("{fields}", _field_help(), 1)  # type: ignore[method-assign]
     r.add_argument("file", metavar="FILE")
     add_format(r, "--from", "the file")
     add_world_size(r)
@@ -64,7 +67,7 @@ def _field_help() -> str:
 
     out = []
     for path, field in schema.walk():
-        default = "" if schema.is_message(field) else f" (default {show_value(field.default_value)})"
+        default = "" if schema.is_message(field) or field.is_repeated else f" (default {support.show_scalar(field, field.default_value)})"
         out.append(f"  {path}{default}\n" + textwrap.fill(schema.doc(field), 96, initial_indent="      ", subsequent_indent="      "))
     return "\n".join(out)
 
