@@ -162,3 +162,18 @@ def test_explain_lists_every_set_field_with_its_status():
     assert rows["hybrid_configs.pp_configs.delay_scale_loss"] == ["true", "set", "no effect: hybrid_configs.pp_degree is 1"]
     assert rows["hybrid_configs.mp_configs.need_broadcast_data"] == ["true", "default", "on"]
     assert "localsgd" not in rows  # defaults of what is not implemented are left out
+
+
+def test_a_loaded_strategy_changed_in_code_is_checked_again_when_resolved(write):
+    s = strategy.load(write("a.prototxt", "hybrid_configs { mp_degree: 2 }\n"))
+    s.hybrid_configs.mp_configs.mp_skip_c_identity = True  # breaks `requires` after the load checked it
+    with pytest.raises(StrategyError, match="mp_skip_c_identity requires hybrid_configs.mp_configs.mp_async_allreduce"):
+        strategy.resolve(s, world_size=2)
+
+
+def test_a_strategy_loaded_under_warn_is_held_to_strict_rules_when_resolved_strictly(write):
+    with pytest.warns(strategy.StrategyWarning):
+        s = strategy.load(write("a.prototxt", "hybrid_configs { mp_degree: 2 mp_configs { mp_skip_c_identity: true } }\n"),
+                          policy="warn")
+    with pytest.raises(StrategyError, match=r"a.prototxt:1:44: hybrid_configs.mp_configs.mp_skip_c_identity requires"):
+        strategy.resolve(s, world_size=2)
