@@ -84,12 +84,14 @@ class Attention(nn.Module):
         if cfg.heads % hcg.mp_size:
             raise ValueError(f"heads={cfg.heads} is not divisible by mp_degree={hcg.mp_size}")
         self.local_heads, self.head_dim = cfg.heads // hcg.mp_size, cfg.d_model // cfg.heads
-        self.qkv = parallel.ColumnParallelLinear(cfg.d_model, 3 * cfg.d_model, gather_output=False)
-        self.out = parallel.RowParallelLinear(cfg.d_model, cfg.d_model, input_is_parallel=True)
+        # Batch-first [b, s, h]: under sequence parallelism the sequence is dim 1.
+        self.qkv = parallel.ColumnParallelLinear(cfg.d_model, 3 * cfg.d_model, gather_output=False, sequence_dim=1)
+        self.out = parallel.RowParallelLinear(cfg.d_model, cfg.d_model, input_is_parallel=True, sequence_dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, _ = x.shape
-        q, k, v = self.qkv(x).view(b, t, self.local_heads, 3, self.head_dim).unbind(dim=3)
+        qkv = self.qkv(x)  # the whole sequence, even when x holds this rank's block of it
+        b, t, _ = qkv.shape
+        q, k, v = qkv.view(b, t, self.local_heads, 3, self.head_dim).unbind(dim=3)
         y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
         return self.out(y.transpose(1, 2).reshape(b, t, self.local_heads * self.head_dim))
 
@@ -97,10 +99,12 @@ class Attention(nn.Module):
 class Block(nn.Module):
     def __init__(self, cfg: Config, hcg: parallel.HybridGroup) -> None:
         super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        # The norms act on the residual stream: in the sequence-parallel region when that is on.
+        self.ln1 = parallel.mark_sequence_parallel(nn.LayerNorm(cfg.d_model), hcg=hcg)
+        self.ln2 = parallel.mark_sequence_parallel(nn.LayerNorm(cfg.d_model), hcg=hcg)
         self.attn = Attention(cfg, hcg)
-        self.up = parallel.ColumnParallelLinear(cfg.d_model, 4 * cfg.d_model, gather_output=False)
-        self.down = parallel.RowParallelLinear(4 * cfg.d_model, cfg.d_model, input_is_parallel=True)
+        self.up = parallel.ColumnParallelLinear(cfg.d_model, 4 * cfg.d_model, gather_output=False, sequence_dim=1)
+        self.down = parallel.RowParallelLinear(4 * cfg.d_model, cfg.d_model, input_is_parallel=True, sequence_dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.attn(self.ln1(x))
@@ -110,15 +114,19 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, cfg: Config, hcg: parallel.HybridGroup) -> None:
         super().__init__()
-        self.tokens = parallel.VocabParallelEmbedding(cfg.vocab, cfg.d_model)
+        self.hcg = hcg
+        self.tokens = parallel.VocabParallelEmbedding(cfg.vocab, cfg.d_model, sequence_dim=1)
         self.positions = nn.Embedding(cfg.seq_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, hcg) for _ in range(cfg.layers))
-        self.ln_f = nn.LayerNorm(cfg.d_model)
-        self.head = parallel.ColumnParallelLinear(cfg.d_model, cfg.vocab, bias=False, gather_output=False)
+        self.ln_f = parallel.mark_sequence_parallel(nn.LayerNorm(cfg.d_model), hcg=hcg)
+        self.head = parallel.ColumnParallelLinear(cfg.d_model, cfg.vocab, bias=False, gather_output=False, sequence_dim=1)
         self.loss = parallel.ParallelCrossEntropy()
 
     def forward(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        x = self.tokens(ids) + self.positions(torch.arange(ids.shape[1]))
+        # Under sequence parallelism the token embedding comes out as this rank's block of the sequence
+        # (a reduce-scatter); the positions join it there. Otherwise both are whole and this is a no-op.
+        positions = parallel.scatter_to_sequence(self.positions(torch.arange(ids.shape[1])), sequence_dim=0, hcg=self.hcg)
+        x = self.tokens(ids) + positions
         for block in self.blocks:
             x = block(x)
         return self.loss(self.head(self.ln_f(x)), targets)

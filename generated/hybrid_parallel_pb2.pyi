@@ -61,7 +61,7 @@ class HybridConfig(_message.Message):
     def __init__(self, dp_degree: _Optional[int] = ..., mp_degree: _Optional[int] = ..., pp_degree: _Optional[int] = ..., sharding_degree: _Optional[int] = ..., sep_degree: _Optional[int] = ..., mp_configs: _Optional[_Union[MpConfig, _Mapping]] = ..., pp_configs: _Optional[_Union[PpConfig, _Mapping]] = ..., sharding_configs: _Optional[_Union[DygraphShardingConfig, _Mapping]] = ..., enable_optimizer_timer: _Optional[bool] = ..., split_norm_comm: _Optional[bool] = ..., ep_degree: _Optional[int] = ..., moe_sharding_degree: _Optional[int] = ..., dp_configs: _Optional[_Union[DpConfig, _Mapping]] = ..., sep_configs: _Optional[_Union[SepConfig, _Mapping]] = ..., dp_sep_configs: _Optional[_Union[DpSepConfig, _Mapping]] = ..., pp_tp_configs: _Optional[_Union[PpTpConfig, _Mapping]] = ..., ep_configs: _Optional[_Union[EpConfig, _Mapping]] = ..., moe_sharding_configs: _Optional[_Union[MoeShardingConfig, _Mapping]] = ..., default_comm_group_configs: _Optional[_Union[DefaultCommGroupConfig, _Mapping]] = ..., cp_degree: _Optional[int] = ..., cp_sharding_degree: _Optional[int] = ..., cp_configs: _Optional[_Union[CpConfig, _Mapping]] = ..., cp_sharding_configs: _Optional[_Union[CpShardingConfig, _Mapping]] = ..., dp_cp_configs: _Optional[_Union[DpCpConfig, _Mapping]] = ..., cp_mp_configs: _Optional[_Union[CpMpConfig, _Mapping]] = ...) -> None: ...
 
 class MpConfig(_message.Message):
-    __slots__ = ("sync_param", "sync_grad", "sync_moment", "sync_mode", "mp_async_allreduce", "mp_skip_c_identity", "mp_fused_linear_param_grad_add", "need_broadcast_data", "recompute_allgather", "sp_async_reduce_scatter", "nccl_config")
+    __slots__ = ("sync_param", "sync_grad", "sync_moment", "sync_mode", "mp_async_allreduce", "mp_skip_c_identity", "mp_fused_linear_param_grad_add", "need_broadcast_data", "recompute_allgather", "sp_async_reduce_scatter", "nccl_config", "sequence_parallel")
     SYNC_PARAM_FIELD_NUMBER: _ClassVar[int]
     SYNC_GRAD_FIELD_NUMBER: _ClassVar[int]
     SYNC_MOMENT_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,7 @@ class MpConfig(_message.Message):
     RECOMPUTE_ALLGATHER_FIELD_NUMBER: _ClassVar[int]
     SP_ASYNC_REDUCE_SCATTER_FIELD_NUMBER: _ClassVar[int]
     NCCL_CONFIG_FIELD_NUMBER: _ClassVar[int]
+    SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     sync_param: bool
     sync_grad: bool
     sync_moment: bool
@@ -84,7 +85,8 @@ class MpConfig(_message.Message):
     recompute_allgather: bool
     sp_async_reduce_scatter: bool
     nccl_config: NCCLConfig
-    def __init__(self, sync_param: _Optional[bool] = ..., sync_grad: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ..., mp_async_allreduce: _Optional[bool] = ..., mp_skip_c_identity: _Optional[bool] = ..., mp_fused_linear_param_grad_add: _Optional[bool] = ..., need_broadcast_data: _Optional[bool] = ..., recompute_allgather: _Optional[bool] = ..., sp_async_reduce_scatter: _Optional[bool] = ..., nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ...) -> None: ...
+    sequence_parallel: bool
+    def __init__(self, sync_param: _Optional[bool] = ..., sync_grad: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ..., mp_async_allreduce: _Optional[bool] = ..., mp_skip_c_identity: _Optional[bool] = ..., mp_fused_linear_param_grad_add: _Optional[bool] = ..., need_broadcast_data: _Optional[bool] = ..., recompute_allgather: _Optional[bool] = ..., sp_async_reduce_scatter: _Optional[bool] = ..., nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., sequence_parallel: _Optional[bool] = ...) -> None: ...
 
 class PpConfig(_message.Message):
     __slots__ = ("dp_comm_overlap", "delay_scale_loss", "enable_timer", "sharding_comm_overlap", "profiling", "release_gradients", "overlap_p2p_comm", "clear_every_step_cache", "use_batch_p2p_comm", "best_unbalanced_scheduler", "enable_offload_queue", "enable_dynamic_shape", "use_dualpipev", "forward_backward_overlap_scheduler", "coll_nccl_config", "p2p_nccl_config", "shared_nccl_config", "sync_param", "sync_moment", "sync_mode")

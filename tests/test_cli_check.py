@@ -29,12 +29,19 @@ def test_validate_accepts_every_paddle_file_under_the_warn_policy():
 
 def test_validate_names_each_not_implemented_setting_on_its_own_line():
     path = PADDLE_FIXTURES / "llama_tp2_sp.prototxt"
+    # Paddle picks sequence parallelism by layer class; here the strategy says it, and its two flags require it.
     result = strategy_cli("validate", str(path))
     assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"{path}:16:5: hybrid_configs.mp_configs.recompute_allgather requires hybrid_configs.mp_configs.sequence_parallel: true",
+        f"{path}:17:5: hybrid_configs.mp_configs.sp_async_reduce_scatter requires hybrid_configs.mp_configs.sequence_parallel: true",
+    ]
+    result = strategy_cli("validate", str(path), "--set", "hybrid_configs.mp_configs.sequence_parallel=true")
+    assert result.returncode == 1
     lines = result.stderr.splitlines()
-    assert [line.split(": ", 1)[0] for line in lines] == [f"{path}:{n}" for n in ("1:1", "2:1", "4:3", "5:3", "16:5", "17:5")]
-    assert lines[4].endswith("hybrid_configs.mp_configs.recompute_allgather = true is not implemented by this project; "
-                             "leave it off: sequence parallelism is not in this release (mp_async_allreduce still overlaps the column-parallel all-reduce)")
+    assert [line.split(": ", 1)[0] for line in lines] == [f"{path}:{n}" for n in ("1:1", "2:1", "4:3", "5:3")]
+    assert lines[0].endswith("amp = true is not implemented by this project; run the forward under torch.autocast and "
+                             "scale the loss with torch.amp.GradScaler")
 
 
 def test_validate_reports_every_bad_file_and_exits_1(write):
@@ -128,7 +135,7 @@ def test_every_subcommand_has_help_with_an_example():
 
 def test_the_example_strategies_are_valid_and_formatted():
     files = sorted(str(p) for p in (ROOT / "examples" / "strategies").glob("*.prototxt"))
-    assert len(files) == 3
+    assert len(files) == 4
     result = strategy_cli("validate", *files)
     assert result.returncode == 0, result.stderr
     assert strategy_cli("fmt", "--check", *files).returncode == 0

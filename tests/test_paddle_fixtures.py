@@ -10,6 +10,19 @@ import strategy
 from conftest import PADDLE_CASES, PADDLE_FIXTURES, PADDLE_IMPLEMENTED_CASES
 
 ENCODINGS = {"prototxt": "prototxt", "json": "json", "binpb": "binary"}
+# Paddle picks sequence parallelism by layer class; this project's switch says it in the strategy, and
+# llama's recompute_allgather and sp_async_reduce_scatter require it.
+SEQUENCE_PARALLEL = ["hybrid_configs.mp_configs.sequence_parallel=true"]
+
+
+def load(path, **kwargs) -> strategy.DistributedStrategy:
+    """Strictly; a file that breaks a `requires` rule under the warn policy, which keeps it as it is."""
+    try:
+        return strategy.load(path, **kwargs)
+    except strategy.StrategyError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", strategy.StrategyWarning)
+            return strategy.load(path, policy="warn", **kwargs)
 
 
 def test_every_paddle_case_is_present():
@@ -18,7 +31,7 @@ def test_every_paddle_case_is_present():
 
 @pytest.mark.parametrize("case", PADDLE_CASES)
 def test_three_encodings_load_to_the_same_message(case):
-    loaded = [strategy.load(PADDLE_FIXTURES / f"{case}.{ext}") for ext in ENCODINGS]
+    loaded = [load(PADDLE_FIXTURES / f"{case}.{ext}") for ext in ENCODINGS]
     assert loaded[0] == loaded[1] == loaded[2]
     assert loaded[0].ByteSize() > 0
 
@@ -27,7 +40,7 @@ def test_three_encodings_load_to_the_same_message(case):
 @pytest.mark.parametrize("ext", list(ENCODINGS))
 def test_dump_reproduces_paddles_bytes(case, ext):
     source = PADDLE_FIXTURES / f"{case}.{ext}"
-    out = strategy.dumps(strategy.load(source), format=ENCODINGS[ext])
+    out = strategy.dumps(load(source), format=ENCODINGS[ext])
     expected = source.read_bytes()
     got = out if isinstance(out, bytes) else out.encode()
     # MessageToJson output has no trailing newline; ours ends the file with one.
@@ -36,10 +49,10 @@ def test_dump_reproduces_paddles_bytes(case, ext):
 
 @pytest.mark.parametrize("case", PADDLE_CASES)
 def test_text_json_yaml_binary_text_round_trip_is_lossless(case):
-    original = strategy.load(PADDLE_FIXTURES / f"{case}.prototxt")
+    original = load(PADDLE_FIXTURES / f"{case}.prototxt")
     current = original
     for fmt in ["json", "yaml", "binary", "prototxt"]:
-        current = strategy.loads(strategy.dumps(current, format=fmt), format=fmt)
+        current = strategy.loads(strategy.dumps(current, format=fmt), format=fmt, policy="warn")
         assert current == original, fmt
     assert strategy.dumps(current) == (PADDLE_FIXTURES / f"{case}.prototxt").read_text()
 
@@ -73,8 +86,6 @@ LLAMA_UNIMPLEMENTED = [
     (2, 1, "recompute = true", "torch.utils.checkpoint.checkpoint"),
     (4, 3, "amp_configs.init_loss_scaling = 1024", "torch.amp.GradScaler"),
     (5, 3, "amp_configs.use_pure_bf16 = true", "torch.autocast"),
-    (16, 5, "hybrid_configs.mp_configs.recompute_allgather = true", "sequence parallelism"),
-    (17, 5, "hybrid_configs.mp_configs.sp_async_reduce_scatter = true", "sequence parallelism"),
 ]
 STATIC_UNIMPLEMENTED = [
     (1, 1, "amp = true", "torch.autocast"),
@@ -90,7 +101,7 @@ STATIC_UNIMPLEMENTED = [
 @pytest.mark.parametrize(("case", "expected"), [("llama_tp2_sp", LLAMA_UNIMPLEMENTED), ("static_amp_merge", STATIC_UNIMPLEMENTED)])
 def test_strict_resolve_names_every_not_implemented_setting_at_its_line(case, expected):
     path = PADDLE_FIXTURES / f"{case}.prototxt"
-    s = strategy.load(path)  # loading is lossless: only resolving judges what the runtime can do
+    s = strategy.load(path, overrides=SEQUENCE_PARALLEL)  # loading is lossless: resolving judges what the runtime can do
     with pytest.raises(strategy.StrategyError) as caught:
         strategy.resolve(s, world_size=2)
     e = caught.value
@@ -104,7 +115,7 @@ def test_strict_resolve_names_every_not_implemented_setting_at_its_line(case, ex
 
 def test_settings_that_only_change_defaults_or_sit_in_inactive_messages_never_error():
     # llama sets pp_configs.delay_scale_loss (pp_degree is 1) and explicit defaults (pp_degree: 1, tensor_fusion: false).
-    s = strategy.load(PADDLE_FIXTURES / "llama_tp2_sp.prototxt")
+    s = strategy.load(PADDLE_FIXTURES / "llama_tp2_sp.prototxt", overrides=SEQUENCE_PARALLEL)
     with pytest.warns(strategy.StrategyWarning):
         resolved = strategy.resolve(s, world_size=2, policy="warn")
     assert "hybrid_configs.pp_configs.delay_scale_loss is set but has no effect: hybrid_configs.pp_degree is 1." in resolved.notes
@@ -130,6 +141,10 @@ def test_every_paddle_file_resolves_under_warn_with_a_located_warning_per_ignore
     expected = {"llama_tp2_sp": LLAMA_UNIMPLEMENTED, "static_amp_merge": STATIC_UNIMPLEMENTED}.get(case, [])
     assert [m.split(": ")[0] for m in ignored] == [f"{path}:{row}:{col}" for row, col, *_ in expected]
     assert resolved.world_size == (4 if "dp2" in case else 2)
+    if case == "llama_tp2_sp":  # Paddle's behaviour for flags whose requirement is off: off, here with a warning
+        turned_off = [str(w.message).split(": ")[0] for w in caught if "resolving" in str(w.message)]
+        assert turned_off == [f"{path}:16:5", f"{path}:17:5"]  # once, at load
+        assert not (resolved.mp.recompute_allgather or resolved.mp.sp_async_reduce_scatter)
 
 
 def test_warn_resolves_an_ignored_setting_as_its_default():

@@ -56,6 +56,8 @@ def test_requires_rules_are_declared_in_the_schema():
     assert requires == {
         "hybrid_configs.mp_configs.mp_skip_c_identity": "mp_async_allreduce",
         "hybrid_configs.mp_configs.mp_fused_linear_param_grad_add": "mp_async_allreduce",
+        "hybrid_configs.mp_configs.recompute_allgather": "sequence_parallel",
+        "hybrid_configs.mp_configs.sp_async_reduce_scatter": "sequence_parallel",
     }
 
 

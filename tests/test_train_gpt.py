@@ -29,6 +29,13 @@ def test_mp2_loss_curve_matches_mp1(pools, single_process_losses, flags):
     assert losses[0][-1] < losses[0][0]
 
 
+@pytest.mark.parametrize("extra", [{}, {"sp_async_reduce_scatter": True, "recompute_allgather": True}], ids=["sp", "sp_all"])
+def test_mp2_sequence_parallel_loss_curve_matches_mp1(pools, single_process_losses, extra):
+    losses = pools(2).run(cases.train_gpt, 2, 1, (True, True, True), STEPS, {"sequence_parallel": True, **extra})
+    assert losses[0] == losses[1]
+    assert losses[0] == pytest.approx(single_process_losses, rel=1e-5)
+
+
 def test_dp2_mp2_with_sync_flags_matches_mp1(pools, single_process_losses):
     sync = {"sync_param": True, "sync_grad": True, "sync_moment": True, "sync_mode": "average"}
     losses = pools(4).run(cases.train_gpt, 2, 2, (True, True, True), STEPS, sync, timeout=180)

@@ -12,6 +12,7 @@ from .embedding import VocabParallelEmbedding
 from .groups import HybridGroup, communicator_options, current, destroy, init
 from .optimizer import HybridParallelOptimizer, add_main_grad
 from .row import RowParallelLinear
+from .sequence import gather_from_sequence, mark_sequence_parallel, reduce_sequence_parallel_grads, scatter_to_sequence
 from .sharding import is_sharded
 
 __all__ = [
@@ -27,6 +28,10 @@ __all__ = [
     "communicator_options",
     "current",
     "destroy",
+    "gather_from_sequence",
     "init",
     "is_sharded",
+    "mark_sequence_parallel",
+    "reduce_sequence_parallel_grads",
+    "scatter_to_sequence",
 ]

@@ -19,6 +19,7 @@ from torch.profiler import record_function
 from . import comm
 from .groups import HybridGroup
 from .module import MpModule
+from .sequence_linear import SequenceColumnMatmul
 from .sharding import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["ColumnParallelLinear"]
@@ -127,6 +128,9 @@ class ColumnParallelLinear(MpModule):
     Args:
         gather_output: all-gather the output so every rank gets the full `[..., out]` (False keeps
             `[..., out / mp]`, to feed a RowParallelLinear with input_is_parallel=True).
+        sequence_dim: under sequence parallelism, the input's sequence dimension (0 for `[s, b, h]`, as
+            Paddle and Megatron lay it out; 1 for batch-first models). The input is this rank's block of
+            the sequence; it is all-gathered, and the output covers the whole sequence.
         hcg: the hybrid group; None means `parallel.current()`.
         init: "full" (default) builds the full nn.Linear weight with torch's RNG and keeps this rank's rows,
             so shards equal the single-process layer's slices for the same seed; "shard" initialises only
@@ -146,6 +150,7 @@ class ColumnParallelLinear(MpModule):
         bias: bool = True,
         *,
         gather_output: bool = True,
+        sequence_dim: int = 0,
         hcg: HybridGroup | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -153,7 +158,7 @@ class ColumnParallelLinear(MpModule):
     ) -> None:
         super().__init__(hcg, init)
         self.in_features, self.out_features = in_features, out_features
-        self.gather_output = gather_output
+        self.gather_output, self.sequence_dim = gather_output, sequence_dim
         local_out = divide(type(self).__name__, "out_features", out_features, self.mp_size)
         weight, bias_t = _init_linear(in_features, out_features, local_out, bias, self.mp_rank, self.mp_size, device, dtype, init)
         self.weight = mark_sharded(nn.Parameter(weight), 0)
@@ -165,7 +170,9 @@ class ColumnParallelLinear(MpModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.mp_size == 1:
             return F.linear(x, self.weight, self.bias)
-        if self.settings.async_allreduce:
+        if self.settings.sequence_parallel:
+            y = self._sequence_matmul(x)
+        elif self.settings.async_allreduce:
             _warn_if_no_overlap(x)
             if not self.settings.skip_c_identity:
                 x = comm.identity_node(x)
@@ -175,23 +182,35 @@ class ColumnParallelLinear(MpModule):
         return comm.gather_from_mp(y, self.group) if self.gather_output else y
 
     def _async_matmul(self, x: torch.Tensor) -> torch.Tensor:
-        """The custom-backward GEMM; under autocast it casts its inputs itself, as torch.amp.custom_fwd does,
-        so forward and backward run in one dtype."""
+        x, w, b = self._cast(x)
+        with torch.autocast(x.device.type, enabled=False):
+            return _ColumnMatmul.apply(x, w, b, self.group, self.settings.fused_linear_param_grad_add, (self.weight, self.bias))
+
+    def _sequence_matmul(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.settings
+        x, w, b = self._cast(x)
+        options = (s.fused_linear_param_grad_add, s.sp_async_reduce_scatter, s.recompute_allgather)
+        with torch.autocast(x.device.type, enabled=False):
+            return SequenceColumnMatmul.apply(x, w, b, self.group, self.sequence_dim, options, (self.weight, self.bias))
+
+    def _cast(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The custom-backward GEMMs cast their inputs themselves under autocast, as torch.amp.custom_fwd
+        does, so forward and backward run in one dtype."""
         w: torch.Tensor = self.weight
         b: torch.Tensor | None = self.bias
         device = x.device.type
         if torch.is_autocast_enabled(device):
             dtype = torch.get_autocast_dtype(device)
             x, w, b = x.to(dtype), w.to(dtype), b.to(dtype) if b is not None else None
-        with torch.autocast(device, enabled=False):
-            return _ColumnMatmul.apply(x, w, b, self.group, self.settings.fused_linear_param_grad_add, (self.weight, self.bias))
+        return x, w, b
 
     def extra_repr(self) -> str:
         s = self.settings
         return (
             f"in_features={self.in_features}, out_features={self.out_features} (local {self.weight.shape[0]}), "
             f"gather_output={self.gather_output}, async_allreduce={s.async_allreduce}, "
-            f"skip_c_identity={s.skip_c_identity}, fused_linear_param_grad_add={s.fused_linear_param_grad_add}"
+            f"skip_c_identity={s.skip_c_identity}, fused_linear_param_grad_add={s.fused_linear_param_grad_add}, "
+            f"sequence_parallel={s.sequence_parallel} (dim {self.sequence_dim})"
         )
 
 

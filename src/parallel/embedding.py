@@ -13,6 +13,7 @@ from torch import nn
 from . import comm
 from .groups import HybridGroup
 from .module import MpModule
+from .sequence import ReduceScatterToSequence
 from .sharding import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["VocabParallelEmbedding"]
@@ -23,7 +24,9 @@ class VocabParallelEmbedding(MpModule):
 
     `weight` is this rank's block `[num_embeddings / mp, embedding_dim]`, rows
     `[mp_rank * V / mp, (mp_rank + 1) * V / mp)`. `init="full"` matches nn.Embedding's slices for the same
-    seed; `init="shard"` draws only the shard.
+    seed; `init="shard"` draws only the shard. Under sequence parallelism the output is reduce-scattered
+    along `sequence_dim` (each rank gets its block of the sequence) instead of all-reduced: it enters the
+    sequence-parallel region directly.
     """
 
     def __init__(
@@ -31,13 +34,14 @@ class VocabParallelEmbedding(MpModule):
         num_embeddings: int,
         embedding_dim: int,
         *,
+        sequence_dim: int = 0,
         hcg: HybridGroup | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
         init: str = "full",
     ) -> None:
         super().__init__(hcg, init)
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.num_embeddings, self.embedding_dim, self.sequence_dim = num_embeddings, embedding_dim, sequence_dim
         local = divide(type(self).__name__, "num_embeddings", num_embeddings, self.mp_size)
         self.vocab_start, self.vocab_end = self.mp_rank * local, (self.mp_rank + 1) * local
         if init == "full":
@@ -54,6 +58,8 @@ class VocabParallelEmbedding(MpModule):
         outside = (ids < self.vocab_start) | (ids >= self.vocab_end)
         local_ids = (ids - self.vocab_start).masked_fill(outside, 0)
         out = F.embedding(local_ids, self.weight).masked_fill(outside.unsqueeze(-1), 0.0)
+        if self.settings.sequence_parallel:
+            return ReduceScatterToSequence.apply(out, self.sequence_dim, self.group, type(self).__name__)
         return comm.reduce_from_mp(out, self.group)
 
     def extra_repr(self) -> str:

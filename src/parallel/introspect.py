@@ -15,7 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["OpCounter", "count_collectives", "graph_nodes"]
 
-_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "all_gather_object", "reduce_scatter")
+_COLLECTIVES = ("all_reduce", "all_gather", "broadcast", "all_gather_object", "reduce_scatter", "all_gather_single",
+                "reduce_scatter_single")
 
 
 class OpCounter(TorchDispatchMode):
@@ -53,8 +54,10 @@ def count_collectives() -> Iterator[Counter[str]]:
     originals = {name: getattr(dist, name) for name in _COLLECTIVES if hasattr(dist, name)}
 
     def wrap(name, fn):
+        counted_as = name.removesuffix("_single")  # all_gather_single is an all-gather, as the list form is
+
         def counted(*args, **kwargs):
-            counts[name] += 1
+            counts[counted_as] += 1
             return fn(*args, **kwargs)
 
         return counted

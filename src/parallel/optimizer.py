@@ -18,6 +18,7 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from .comm import guard
 from .groups import HybridGroup, current
+from .sequence import sum_sequence_parallel_grads
 from .sharding import is_sharded
 
 __all__ = ["HybridParallelOptimizer", "add_main_grad"]
@@ -50,7 +51,8 @@ class HybridParallelOptimizer:
     """Wrap `optimizer` (built on the model's parameters) for the current hybrid group.
 
     step():
-      1. average every gradient (main_grad where present) over the dp group, one all-reduce per dtype;
+      1. sum the gradients of sequence-parallel parameters over the mp group (mark_sequence_parallel), then
+         average every gradient (main_grad where present) over the dp group, one all-reduce per dtype;
       2. sync_grad: replicated parameters' gradients agree across the mp group (sync_mode);
       3. hand main_grad to the optimizer; bf16/fp16 parameters step through fp32 master copies;
       4. sync_param / sync_moment: replicated parameters and their same-shaped optimizer state agree.
@@ -134,8 +136,10 @@ class HybridParallelOptimizer:
                 g = p.grad = torch.zeros_like(p)
             if g is not None:
                 grads.append((p, g))
+        # Sequence-parallel parameters (norms in the region) saw only this rank's tokens: sum over the mp group.
+        sum_sequence_parallel_grads(grads, self.hcg)
         if self.hcg.dp_size > 1:
-            _all_reduce_coalesced([g for _, g in grads], self.hcg.dp_group, average=True)
+            all_reduce_coalesced([g for _, g in grads], self.hcg.dp_group, average=True)
         if self.settings.sync_grad:
             self._sync([g for p, g in grads if not is_sharded(p)])
         for p, g in grads:
@@ -176,7 +180,7 @@ class HybridParallelOptimizer:
         if self.hcg.mp_size == 1 or not tensors:
             return
         if self.settings.sync_mode == "average":
-            _all_reduce_coalesced(tensors, self.hcg.mp_group, average=True)
+            all_reduce_coalesced(tensors, self.hcg.mp_group, average=True)
         else:
             _broadcast_coalesced(tensors, self.hcg.mp_group)
 
@@ -188,7 +192,7 @@ def _by_dtype(tensors: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
     yield from buckets.values()
 
 
-def _all_reduce_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup, *, average: bool) -> None:
+def all_reduce_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup, *, average: bool) -> None:
     """One all-reduce per dtype over a flat buffer, results copied back in place."""
     size = dist.get_world_size(group)
     for bucket in _by_dtype(tensors):

@@ -15,6 +15,7 @@ from torch import nn
 from . import comm
 from .groups import HybridGroup
 from .module import MpModule
+from .sequence import ReduceScatterToSequence, mark_sequence_parallel
 from .sharding import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["RowParallelLinear"]
@@ -29,6 +30,9 @@ class RowParallelLinear(MpModule):
         input_is_parallel: the input is already split on its last dim (e.g. a ColumnParallelLinear with
             gather_output=False); otherwise each rank keeps its block of the full input, and the input's
             gradient is gathered back in backward.
+        sequence_dim: under sequence parallelism, the output's sequence dimension: the partial sums are
+            reduce-scattered along it (each rank gets its block of the sequence, summed) instead of
+            all-reduced, and the bias, then added to this rank's tokens only, is marked sequence-parallel.
         hcg, device, dtype, init: as in ColumnParallelLinear.
     """
 
@@ -39,6 +43,7 @@ class RowParallelLinear(MpModule):
         bias: bool = True,
         *,
         input_is_parallel: bool = False,
+        sequence_dim: int = 0,
         hcg: HybridGroup | None = None,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
@@ -46,7 +51,7 @@ class RowParallelLinear(MpModule):
     ) -> None:
         super().__init__(hcg, init)
         self.in_features, self.out_features = in_features, out_features
-        self.input_is_parallel = input_is_parallel
+        self.input_is_parallel, self.sequence_dim = input_is_parallel, sequence_dim
         local_in = divide(type(self).__name__, "in_features", in_features, self.mp_size)
         if init == "full":
             full = nn.Linear(in_features, out_features, bias=bias, device=device, dtype=dtype)
@@ -62,6 +67,8 @@ class RowParallelLinear(MpModule):
         self.weight = mark_sharded(nn.Parameter(weight), 1)
         if bias_t is not None:
             self.bias = nn.Parameter(bias_t)
+            if self.settings.sequence_parallel:
+                mark_sequence_parallel([self.bias], hcg=hcg)
         else:
             self.register_parameter("bias", None)
 
@@ -69,11 +76,15 @@ class RowParallelLinear(MpModule):
         if self.mp_size == 1:
             return F.linear(x, self.weight, self.bias)
         x_local = x if self.input_is_parallel else comm.scatter_to_mp(x, self.group)
-        y = comm.reduce_from_mp(F.linear(x_local, self.weight), self.group, skip_copy=self.settings.skip_c_identity)
+        if self.settings.sequence_parallel:
+            y = ReduceScatterToSequence.apply(F.linear(x_local, self.weight), self.sequence_dim, self.group, type(self).__name__)
+        else:
+            y = comm.reduce_from_mp(F.linear(x_local, self.weight), self.group, skip_copy=self.settings.skip_c_identity)
         return y + self.bias if self.bias is not None else y
 
     def extra_repr(self) -> str:
         return (
             f"in_features={self.in_features} (local {self.weight.shape[1]}), out_features={self.out_features}, "
-            f"input_is_parallel={self.input_is_parallel}, skip_c_identity={self.settings.skip_c_identity}"
+            f"input_is_parallel={self.input_is_parallel}, skip_c_identity={self.settings.skip_c_identity}, "
+            f"sequence_parallel={self.settings.sequence_parallel} (dim {self.sequence_dim})"
         )

@@ -81,7 +81,7 @@ def _load(
     if overrides:
         positions.update(_overrides.apply(msg, overrides, policy=policy))
     rules.check(msg, positions, policy=policy, source=source, requires=requires)
-    support.remember(msg, positions, source, checked=requires and policy == "strict")
+    support.remember(msg, positions, source, checked=policy if requires else None)
     return msg
 
 
@@ -105,7 +105,7 @@ def problems(
         if overrides:
             positions.update(_overrides.apply(msg, overrides, policy=policy, errors=errors))
         rules.check(msg, positions, policy=policy, source=source, errors=errors)
-        support.remember(msg, positions, source, checked=not errors and policy == "strict")
+        support.remember(msg, positions, source, checked=None if errors else policy)
     except StrategyError as e:
         return None, errors + [e]
     return msg, errors
@@ -117,7 +117,7 @@ def from_dict(d: Mapping[str, Any], *, policy: str = "strict") -> DistributedStr
     msg = DistributedStrategy()
     positions = build(msg, from_python(d), policy=policy)
     rules.check(msg, positions, policy=policy, source="<dict>")
-    support.remember(msg, positions, "<dict>", checked=policy == "strict")
+    support.remember(msg, positions, "<dict>", checked=policy)
     return msg
 
 

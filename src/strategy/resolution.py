@@ -27,7 +27,8 @@ class MpSettings:
 
     `async_allreduce` is on only when mp_degree > 1 and mp_async_allreduce is set; `skip_c_identity`
     and `fused_linear_param_grad_add` only when async_allreduce is effectively on. `need_broadcast_data`
-    (on by default) only when mp_degree > 1.
+    (on by default) only when mp_degree > 1. `sequence_parallel` only when mp_degree > 1;
+    `recompute_allgather` and `sp_async_reduce_scatter` only when sequence_parallel is effectively on.
     """
 
     sync_param: bool
@@ -38,6 +39,9 @@ class MpSettings:
     skip_c_identity: bool
     fused_linear_param_grad_add: bool
     need_broadcast_data: bool
+    sequence_parallel: bool = False
+    recompute_allgather: bool = False
+    sp_async_reduce_scatter: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +114,9 @@ def resolve_with_reasons(
     """
     rules.check_policy(policy)
     loaded = support.recall(s)
-    if not loaded.checked:  # built in code, changed since it was loaded, or loaded under the warn policy
+    # Checked at load under this policy (or the stricter one) and unchanged since: the rules passed, and under
+    # "warn" their warnings were given there. Else (built in code, changed, loaded leniently) check now.
+    if loaded.checked not in ("strict", policy):
         rules.check(s, loaded.positions, policy=policy, source=loaded.source or "<resolve>", requires=requires)
     _warn_legacy_env()
     review = support.review(s, positions=loaded.positions, source=loaded.source)

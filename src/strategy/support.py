@@ -209,7 +209,7 @@ def effective(msg: Message, paths: list[str]) -> Message:
 class Recalled(NamedTuple):
     positions: dict[str, Location]
     source: str | None
-    checked: bool  # loaded under the strict rules and unchanged since: the rules need not run again
+    checked: str | None  # the policy the rules (ranges, `requires`) were checked under, while unchanged since
 
 
 class _Loaded(NamedTuple):
@@ -220,11 +220,11 @@ class _Loaded(NamedTuple):
 
 _REMEMBERED: dict[int, _Loaded] = {}  # oldest first
 _REMEMBER_AT_MOST = 16
-_UNKNOWN = Recalled({}, None, False)
+_UNKNOWN = Recalled({}, None, None)
 
 
-def remember(msg: Message, positions: dict[str, Location], source: str | None, *, checked: bool) -> None:
-    """Record where `msg`'s fields came from; `checked`: it passed the strict rules (ranges, `requires`)."""
+def remember(msg: Message, positions: dict[str, Location], source: str | None, *, checked: str | None) -> None:
+    """Record where `msg`'s fields came from; `checked`: the policy it passed the rules under, if it did."""
     _REMEMBERED.pop(id(msg), None)
     _REMEMBERED[id(msg)] = _Loaded(msg, Recalled(positions, source, checked), msg.SerializeToString(deterministic=True))
     if len(_REMEMBERED) > _REMEMBER_AT_MOST:
@@ -237,7 +237,7 @@ def recall(msg: Message) -> Recalled:
     if entry is None or entry.msg is not msg:
         return _UNKNOWN
     if entry.recalled.checked and msg.SerializeToString(deterministic=True) != entry.snapshot:
-        return entry.recalled._replace(checked=False)
+        return entry.recalled._replace(checked=None)
     return entry.recalled
 
 
