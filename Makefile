@@ -54,7 +54,7 @@ demo: $(STAMP)
 
 # Benchmarks (not part of make test): each prints a table and writes bench/results/NAME.json.
 # Paddle's column in config_load needs `pip install paddlepaddle==3.3.1` in .venv.
-BENCHES := tp_block overlap fused skip scaling
+BENCHES := tp_block overlap fused skip scaling sequence_parallel
 bench: $(STAMP)
 	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py || exit 1; echo; done
 	$(PY) bench/config_load.py
