@@ -1,10 +1,33 @@
 from . import strategy_options_pb2 as _strategy_options_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class TpStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TP_STYLE_UNSPECIFIED: _ClassVar[TpStyle]
+    COLWISE: _ClassVar[TpStyle]
+    COLWISE_GATHER_OUTPUT: _ClassVar[TpStyle]
+    COLWISE_REP: _ClassVar[TpStyle]
+    ROWWISE: _ClassVar[TpStyle]
+    ROWWISE_SPLIT_INPUT: _ClassVar[TpStyle]
+    EMBEDDING_ROWWISE: _ClassVar[TpStyle]
+    REPLICATE: _ClassVar[TpStyle]
+    SEQUENCE_PARALLEL: _ClassVar[TpStyle]
+TP_STYLE_UNSPECIFIED: TpStyle
+COLWISE: TpStyle
+COLWISE_GATHER_OUTPUT: TpStyle
+COLWISE_REP: TpStyle
+ROWWISE: TpStyle
+ROWWISE_SPLIT_INPUT: TpStyle
+EMBEDDING_ROWWISE: TpStyle
+REPLICATE: TpStyle
+SEQUENCE_PARALLEL: TpStyle
 
 class HybridConfig(_message.Message):
     __slots__ = ("dp_degree", "mp_degree", "pp_degree", "sharding_degree", "sep_degree", "mp_configs", "pp_configs", "sharding_configs", "enable_optimizer_timer", "split_norm_comm", "ep_degree", "moe_sharding_degree", "dp_configs", "sep_configs", "dp_sep_configs", "pp_tp_configs", "ep_configs", "moe_sharding_configs", "default_comm_group_configs", "cp_degree", "cp_sharding_degree", "cp_configs", "cp_sharding_configs", "dp_cp_configs", "cp_mp_configs")
@@ -61,7 +84,7 @@ class HybridConfig(_message.Message):
     def __init__(self, dp_degree: _Optional[int] = ..., mp_degree: _Optional[int] = ..., pp_degree: _Optional[int] = ..., sharding_degree: _Optional[int] = ..., sep_degree: _Optional[int] = ..., mp_configs: _Optional[_Union[MpConfig, _Mapping]] = ..., pp_configs: _Optional[_Union[PpConfig, _Mapping]] = ..., sharding_configs: _Optional[_Union[DygraphShardingConfig, _Mapping]] = ..., enable_optimizer_timer: _Optional[bool] = ..., split_norm_comm: _Optional[bool] = ..., ep_degree: _Optional[int] = ..., moe_sharding_degree: _Optional[int] = ..., dp_configs: _Optional[_Union[DpConfig, _Mapping]] = ..., sep_configs: _Optional[_Union[SepConfig, _Mapping]] = ..., dp_sep_configs: _Optional[_Union[DpSepConfig, _Mapping]] = ..., pp_tp_configs: _Optional[_Union[PpTpConfig, _Mapping]] = ..., ep_configs: _Optional[_Union[EpConfig, _Mapping]] = ..., moe_sharding_configs: _Optional[_Union[MoeShardingConfig, _Mapping]] = ..., default_comm_group_configs: _Optional[_Union[DefaultCommGroupConfig, _Mapping]] = ..., cp_degree: _Optional[int] = ..., cp_sharding_degree: _Optional[int] = ..., cp_configs: _Optional[_Union[CpConfig, _Mapping]] = ..., cp_sharding_configs: _Optional[_Union[CpShardingConfig, _Mapping]] = ..., dp_cp_configs: _Optional[_Union[DpCpConfig, _Mapping]] = ..., cp_mp_configs: _Optional[_Union[CpMpConfig, _Mapping]] = ...) -> None: ...
 
 class MpConfig(_message.Message):
-    __slots__ = ("sync_param", "sync_grad", "sync_moment", "sync_mode", "mp_async_allreduce", "mp_skip_c_identity", "mp_fused_linear_param_grad_add", "need_broadcast_data", "recompute_allgather", "sp_async_reduce_scatter", "nccl_config", "sequence_parallel")
+    __slots__ = ("sync_param", "sync_grad", "sync_moment", "sync_mode", "mp_async_allreduce", "mp_skip_c_identity", "mp_fused_linear_param_grad_add", "need_broadcast_data", "recompute_allgather", "sp_async_reduce_scatter", "nccl_config", "sequence_parallel", "tp_plan")
     SYNC_PARAM_FIELD_NUMBER: _ClassVar[int]
     SYNC_GRAD_FIELD_NUMBER: _ClassVar[int]
     SYNC_MOMENT_FIELD_NUMBER: _ClassVar[int]
@@ -74,6 +97,7 @@ class MpConfig(_message.Message):
     SP_ASYNC_REDUCE_SCATTER_FIELD_NUMBER: _ClassVar[int]
     NCCL_CONFIG_FIELD_NUMBER: _ClassVar[int]
     SEQUENCE_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    TP_PLAN_FIELD_NUMBER: _ClassVar[int]
     sync_param: bool
     sync_grad: bool
     sync_moment: bool
@@ -86,7 +110,8 @@ class MpConfig(_message.Message):
     sp_async_reduce_scatter: bool
     nccl_config: NCCLConfig
     sequence_parallel: bool
-    def __init__(self, sync_param: _Optional[bool] = ..., sync_grad: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ..., mp_async_allreduce: _Optional[bool] = ..., mp_skip_c_identity: _Optional[bool] = ..., mp_fused_linear_param_grad_add: _Optional[bool] = ..., need_broadcast_data: _Optional[bool] = ..., recompute_allgather: _Optional[bool] = ..., sp_async_reduce_scatter: _Optional[bool] = ..., nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., sequence_parallel: _Optional[bool] = ...) -> None: ...
+    tp_plan: _containers.RepeatedCompositeFieldContainer[TpRule]
+    def __init__(self, sync_param: _Optional[bool] = ..., sync_grad: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ..., mp_async_allreduce: _Optional[bool] = ..., mp_skip_c_identity: _Optional[bool] = ..., mp_fused_linear_param_grad_add: _Optional[bool] = ..., need_broadcast_data: _Optional[bool] = ..., recompute_allgather: _Optional[bool] = ..., sp_async_reduce_scatter: _Optional[bool] = ..., nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., sequence_parallel: _Optional[bool] = ..., tp_plan: _Optional[_Iterable[_Union[TpRule, _Mapping]]] = ...) -> None: ...
 
 class PpConfig(_message.Message):
     __slots__ = ("dp_comm_overlap", "delay_scale_loss", "enable_timer", "sharding_comm_overlap", "profiling", "release_gradients", "overlap_p2p_comm", "clear_every_step_cache", "use_batch_p2p_comm", "best_unbalanced_scheduler", "enable_offload_queue", "enable_dynamic_shape", "use_dualpipev", "forward_backward_overlap_scheduler", "coll_nccl_config", "p2p_nccl_config", "shared_nccl_config", "sync_param", "sync_moment", "sync_mode")
@@ -253,3 +278,11 @@ class DefaultCommGroupConfig(_message.Message):
     NCCL_CONFIG_FIELD_NUMBER: _ClassVar[int]
     nccl_config: NCCLConfig
     def __init__(self, nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ...) -> None: ...
+
+class TpRule(_message.Message):
+    __slots__ = ("pattern", "style")
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    STYLE_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    style: TpStyle
+    def __init__(self, pattern: _Optional[str] = ..., style: _Optional[_Union[TpStyle, str]] = ...) -> None: ...

@@ -33,5 +33,7 @@ HINT_FIELD_NUMBER: _ClassVar[int]
 hint: _descriptor.FieldDescriptor
 ACTIVE_WHEN_FIELD_NUMBER: _ClassVar[int]
 active_when: _descriptor.FieldDescriptor
+MUST_SET_FIELD_NUMBER: _ClassVar[int]
+must_set: _descriptor.FieldDescriptor
 FIELDS_HINT_FIELD_NUMBER: _ClassVar[int]
 fields_hint: _descriptor.FieldDescriptor

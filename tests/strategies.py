@@ -27,7 +27,8 @@ def _value(field: FieldDescriptor) -> st.SearchStrategy:
         allowed = schema.option(field, "allowed")
         return st.sampled_from(allowed) if allowed else st.text(max_size=20)
     if cpp == FieldDescriptor.CPPTYPE_ENUM:
-        return st.sampled_from([v.name for v in field.enum_type.values])
+        low = schema.option(field, "min_value")
+        return st.sampled_from([v.name for v in field.enum_type.values if low is None or v.number >= low])
     if cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
         return _FLOATS
     low, high = _INTS[cpp]
@@ -41,7 +42,7 @@ def _value(field: FieldDescriptor) -> st.SearchStrategy:
 def _fill(draw, desc: Descriptor, depth: int = 0) -> dict:
     out = {}
     for field in desc.fields:
-        if draw(st.integers(0, 3 + 2 * depth)):  # a few fields per message, fewer deeper down
+        if draw(st.integers(0, 3 + 2 * depth)) and not schema.option(field, "must_set"):  # a few fields, fewer deeper down
             continue
         one = (lambda: _fill(field.message_type, depth + 1)) if schema.is_message(field) else (lambda: _value(field))
         out[field.name] = draw(st.lists(one(), min_size=1, max_size=3)) if field.is_repeated else draw(one())

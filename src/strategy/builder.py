@@ -102,7 +102,9 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx)
         target = getattr(msg, field.name)
         for item in items:
             if schema.is_message(field):
-                _fill(target.add(), _expect_mapping(item, path), path + ".", ctx)
+                where = f"{path}[{len(target)}]"
+                ctx.positions[where] = item.where
+                _fill(target.add(), _expect_mapping(item, where), where + ".", ctx)
             else:
                 target.append(_scalar(field, item, path, ctx.text))
         return

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from . import schema
@@ -73,6 +73,11 @@ def _rules() -> dict[FieldDescriptor, _Rule]:
     return out
 
 
+@functools.cache
+def _must_set(desc: Descriptor) -> tuple[FieldDescriptor, ...]:
+    return tuple(f for f in desc.fields if schema.option(f, "must_set"))
+
+
 def _report(error: StrategyError, errors: list[StrategyError] | None) -> None:
     if errors is None:
         raise error
@@ -86,6 +91,14 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
         if field.message_type is not None:
             if not field.is_repeated:
                 _walk(value, f"{prefix}{field.name}.", positions, source, broken, values, errors)
+                continue
+            for k, item in enumerate(value):
+                here = f"{prefix}{field.name}[{k}]"
+                for needed in _must_set(field.message_type) if values else ():
+                    if not item.HasField(needed.name):
+                        where = positions.get(here) or Location(source)
+                        _report(StrategyError.at(where, f"{here} needs {needed.name}", field=f"{here}.{needed.name}"), errors)
+                _walk(item, here + ".", positions, source, broken, values, errors)
             continue
         rule = rules.get(field)
         if rule is None:
@@ -98,7 +111,11 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
         if rule.low is not None and value < rule.low and value != rule.infer:
             also = f", or {rule.infer} to infer it" if rule.infer is not None else ""
             where = positions.get(path) or Location(source)
-            _report(StrategyError.at(where, f"{path} must be >= {rule.low}{also}; got {value}", field=path), errors)
+            text = f"{path} must be >= {rule.low}{also}; got {value}"
+            if field.enum_type is not None:  # an enum whose low values are placeholders: name the real ones
+                names = ", ".join(v.name for v in field.enum_type.values if v.number >= rule.low)
+                text = f"{path} must be one of {names}; got {field.enum_type.values_by_number[value].name}"
+            _report(StrategyError.at(where, text, field=path), errors)
         if rule.allowed and value not in rule.allowed:
             choices = ", ".join(f'"{a}"' for a in rule.allowed)
             hint = schema.did_you_mean(value, list(rule.allowed)) if value else ""

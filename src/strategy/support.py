@@ -124,7 +124,7 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: str | None,
             out.notes.append(f"{path} is set but has no effect in PyTorch: {st.hint}.")
         elif st.support == NOT_IMPLEMENTED and _differs(f, value):
             out.effects[path] = f"not implemented: {st.hint}"
-            where = positions.get(_unindexed(path)) or Location(source)
+            where = positions.get(path) or positions.get(_unindexed(path)) or Location(source)
             text = f"{path} = {show(f, value)} is not implemented by this project; {st.hint}"
             out.unsupported.append(Finding(path, StrategyError.at(where, text, field=path)))
 
