@@ -11,6 +11,7 @@ from .data import broadcast_data
 from .embedding import VocabParallelEmbedding
 from .groups import HybridGroup, communicator_options, current, destroy, init
 from .optimizer import HybridParallelOptimizer, add_main_grad
+from .parallelize import parallelize
 from .row import RowParallelLinear
 from .sequence import gather_from_sequence, mark_sequence_parallel, reduce_sequence_parallel_grads, scatter_to_sequence
 from .sharding import is_sharded
@@ -32,6 +33,7 @@ __all__ = [
     "init",
     "is_sharded",
     "mark_sequence_parallel",
+    "parallelize",
     "reduce_sequence_parallel_grads",
     "scatter_to_sequence",
 ]

@@ -134,7 +134,8 @@ class ColumnParallelLinear(MpModule):
         hcg: the hybrid group; None means `parallel.current()`.
         init: "full" (default) builds the full nn.Linear weight with torch's RNG and keeps this rank's rows,
             so shards equal the single-process layer's slices for the same seed; "shard" initialises only
-            the shard (same distribution, no full-size temporary) for layers too big for that.
+            the shard (same distribution, no full-size temporary) for layers too big for that; "empty"
+            leaves the shard uninitialised, for weights copied in next (`parallelize`, checkpoints).
 
     Example::
 
@@ -216,6 +217,9 @@ class ColumnParallelLinear(MpModule):
 
 def _init_linear(in_f, out_f, local_out, bias, rank, parts, device, dtype, init):
     """Weight [local_out, in] and bias for one column shard, initialised like nn.Linear."""
+    if init == "empty":
+        w = torch.empty(local_out, in_f, device=device, dtype=dtype)
+        return w, (torch.empty(local_out, device=device, dtype=dtype) if bias else None)
     if init == "full":
         full = nn.Linear(in_f, out_f, bias=bias, device=device, dtype=dtype)
         w = shard_of(full.weight.detach(), 0, rank, parts)

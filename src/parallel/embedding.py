@@ -44,7 +44,9 @@ class VocabParallelEmbedding(MpModule):
         self.num_embeddings, self.embedding_dim, self.sequence_dim = num_embeddings, embedding_dim, sequence_dim
         local = divide(type(self).__name__, "num_embeddings", num_embeddings, self.mp_size)
         self.vocab_start, self.vocab_end = self.mp_rank * local, (self.mp_rank + 1) * local
-        if init == "full":
+        if init == "empty":
+            weight = torch.empty(local, embedding_dim, device=device, dtype=dtype)
+        elif init == "full":
             full = nn.Embedding(num_embeddings, embedding_dim, device=device, dtype=dtype)
             weight = shard_of(full.weight.detach(), 0, self.mp_rank, self.mp_size)
         else:

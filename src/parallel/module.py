@@ -10,7 +10,7 @@ from .groups import HybridGroup, current
 
 __all__ = ["MpModule"]
 
-INITS = ("full", "shard")
+INITS = ("full", "shard", "empty")  # "empty": uninitialised shards, for weights that are copied in next
 
 
 class MpModule(nn.Module):

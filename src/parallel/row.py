@@ -53,7 +53,10 @@ class RowParallelLinear(MpModule):
         self.in_features, self.out_features = in_features, out_features
         self.input_is_parallel, self.sequence_dim = input_is_parallel, sequence_dim
         local_in = divide(type(self).__name__, "in_features", in_features, self.mp_size)
-        if init == "full":
+        if init == "empty":
+            weight = torch.empty(out_features, local_in, device=device, dtype=dtype)
+            bias_t = torch.empty(out_features, device=device, dtype=dtype) if bias else None
+        elif init == "full":
             full = nn.Linear(in_features, out_features, bias=bias, device=device, dtype=dtype)
             weight = shard_of(full.weight.detach(), 1, self.mp_rank, self.mp_size)
             bias_t = full.bias.detach().clone() if bias else None

@@ -9,7 +9,7 @@ from .errors import StrategyError, StrategyWarning
 from .explain import explain
 from .formats import EXTENSIONS, FORMATS
 from .io import dump, dumps, from_dict, load, loads, to_dict
-from .resolution import MpSettings, Resolved, resolve
+from .resolution import TP_STYLES, MpSettings, Resolved, resolve
 
 __all__ = [
     "EXTENSIONS",
@@ -21,6 +21,7 @@ __all__ = [
     "Resolved",
     "StrategyError",
     "StrategyWarning",
+    "TP_STYLES",
     "dump",
     "dumps",
     "explain",

@@ -15,11 +15,14 @@ from google.protobuf.descriptor import FieldDescriptor
 
 from . import rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
-from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig, NCCLConfig
+from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig, NCCLConfig, TpRule, TpStyle
 from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import StrategyError, warn
 
-__all__ = ["MpSettings", "Resolved", "resolve", "resolve_with_reasons"]
+__all__ = ["TP_STYLES", "MpSettings", "Resolved", "resolve", "resolve_with_reasons"]
+
+# The tensor-parallel styles a plan may name, as Hugging Face spells them ("colwise", ...): from the schema.
+TP_STYLES: tuple[str, ...] = tuple(v.name.lower() for v in TpStyle.DESCRIPTOR.values if v.number > 0)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MpSettings:
@@ -51,6 +54,8 @@ class Resolved:
     Attributes:
         dp_degree ... sep_degree: the degrees, dp_degree inferred when it was -1; their product is the world size.
         mp: the effective model-parallel options.
+        tp_plan: the strategy's tensor-parallel plan (MpConfig.tp_plan), as (module-name glob, style) in order,
+            styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
         nccl: per group ("mp", "dp"), the implemented NCCLConfig fields the file set for its communicator
             (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only.
         notes: one sentence per setting that was given but has no effect (or was inferred), and why.
@@ -63,6 +68,7 @@ class Resolved:
     sep_degree: int
     mp: MpSettings
     nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
+    tp_plan: tuple[tuple[str, str], ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
@@ -135,7 +141,9 @@ def resolve_with_reasons(
     degrees = _degrees(plan, hybrid, world_size, notes)
     mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes, reasons)
     nccl = _nccl(plan, hybrid, degrees, notes)
-    return Resolved(**degrees, mp=mp, nccl=nccl, notes=tuple(notes)), reasons
+    rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan else ()
+    tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
+    return Resolved(**degrees, mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes)), reasons
 
 
 class _Axis(NamedTuple):
@@ -158,6 +166,7 @@ class _Plan(NamedTuple):
     gate: str | None
     flags: tuple[_Flag, ...]  # dependency order
     comm: tuple[tuple[str, str, str | None], ...]  # (group configs field, its NCCLConfig field, gating degree)
+    tp_plan: str | None  # MpConfig's list of TpRule
 
 
 @functools.cache
@@ -189,7 +198,8 @@ def _plan() -> _Plan:
         for inner in f.message_type.fields
         if inner.message_type is NCCLConfig.DESCRIPTOR and schema.option(inner, "support") == IMPLEMENTED
     )
-    return _Plan(hybrid.name, axes, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags), comm)
+    tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
+    return _Plan(hybrid.name, axes, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags), comm, tp_plan)
 
 
 def _degrees(plan: _Plan, hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:

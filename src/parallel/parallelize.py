@@ -1,0 +1,149 @@
+"""`parallelize`: tensor-parallelise a model you already have, by a plan, with every resolved mp flag.
+
+Each nn.Linear / nn.Embedding the plan names is replaced, in place, by our ColumnParallelLinear /
+RowParallelLinear / VocabParallelEmbedding holding this rank's shard of the module's existing weights
+(pretrained or freshly initialised): the shard is cut from the module being replaced, so no rank makes a
+full-size copy of anything but that one module's tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from strategy import StrategyError
+
+from .column import ColumnParallelLinear
+from .data import broadcast_data
+from .embedding import VocabParallelEmbedding
+from .groups import HybridGroup, current
+from .plan import COLUMN, ROW, STRATEGY_FIELD, Match, match_plan, plan_for
+from .row import RowParallelLinear
+from .sequence import mark_sequence_parallel
+from .sharding import shard_of
+
+__all__ = ["parallelize"]
+
+APPLIED = "_parallel_plan"  # on the model: {module name: style}, what parallelize did (for checkpoints)
+
+
+def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg: HybridGroup | None = None,
+                sequence_dim: int = 1) -> nn.Module:
+    """Replace, in place, the modules `plan` names by parallel layers carrying their weights; returns `model`.
+
+    Args:
+        plan: `{module-name glob: style}` (fnmatch on `model.named_modules()` names, first match wins), or
+            "auto": the strategy's `hybrid_configs.mp_configs.tp_plan` if it has rules, else the model's own
+            Hugging Face plan (what transformers uses for tp_plan="auto"). Styles, as Hugging Face names
+            them: colwise, colwise_gather_output (= colwise_rep), rowwise, rowwise_split_input,
+            embedding_rowwise, replicate, sequence_parallel.
+        hcg: the hybrid group; None means `parallel.current()`.
+        sequence_dim: the sequence dimension of the model's activations under sequence parallelism (1 for
+            batch-first models such as Hugging Face's).
+
+    Raises:
+        StrategyError: an unknown style, a rule that matches nothing, a style on the wrong module type, a
+            dimension (or a head count) not divisible by mp_degree, or tied weights; every problem is named
+            (pattern, module, shape, degree) before anything is changed.
+
+    With `need_broadcast_data` on (the default), the model's forward first broadcasts its tensor inputs from
+    the mp group's first rank. Parameters left replicated (norms, replicate) are the ones HybridParallelOptimizer's
+    sync_param / sync_grad / sync_moment act on.
+
+    Example::
+
+        model = LlamaForCausalLM(config)
+        parallel.parallelize(model)                      # the model's own plan, or the strategy's
+        opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters()))
+    """
+    hcg = hcg or current()
+    rules, source = plan_for(model, plan, hcg)
+    matches = match_plan(model, rules, source, hcg.mp_size)
+    if hcg.resolved.mp.sequence_parallel and getattr(model, "config", None) is not None:
+        raise StrategyError(
+            f"sequence_parallel with parallelize({type(model).__name__}): Hugging Face models derive positions and the "
+            "attention mask from the embedding output's length, which sequence parallelism splits; turn "
+            "hybrid_configs.mp_configs.sequence_parallel off for this model (tensor parallelism and every other mp flag "
+            "apply)", field="hybrid_configs.mp_configs.sequence_parallel")
+    modules = dict(model.named_modules())
+    applied: dict[str, str] = {}
+    for m in matches:
+        applied[m.name] = m.style
+        if m.style == "replicate":
+            continue
+        if m.style == "sequence_parallel":
+            mark_sequence_parallel(m.module, hcg=hcg)
+            continue
+        replacement = _replacement(m, hcg, sequence_dim)
+        parent_name, _, child = m.name.rpartition(".")
+        setattr(modules[parent_name], child, replacement)
+    setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
+    if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1:
+        model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
+    return model
+
+
+def _replacement(m: Match, hcg: HybridGroup, sequence_dim: int) -> nn.Module:
+    """The parallel layer for one match, holding this rank's shard of the module's weights."""
+    old = m.module
+    kwargs: dict[str, Any] = dict(hcg=hcg, device=old.weight.device, dtype=old.weight.dtype, init="empty")
+    if m.style in COLUMN:
+        assert isinstance(old, nn.Linear)
+        new: nn.Module = ColumnParallelLinear(old.in_features, old.out_features, old.bias is not None,
+                                              gather_output=COLUMN[m.style], sequence_dim=sequence_dim, **kwargs)
+        _adopt(new, old, {"weight": 0, "bias": 0}, hcg)
+    elif m.style in ROW:
+        assert isinstance(old, nn.Linear)
+        new = RowParallelLinear(old.in_features, old.out_features, old.bias is not None,
+                                input_is_parallel=ROW[m.style], sequence_dim=sequence_dim, **kwargs)
+        _adopt(new, old, {"weight": 1, "bias": None}, hcg)
+    else:
+        assert isinstance(old, nn.Embedding)
+        if old.max_norm is not None or old.sparse:
+            raise StrategyError(f"{m.name}: embedding_rowwise does not support max_norm or sparse gradients", field=STRATEGY_FIELD)
+        new = VocabParallelEmbedding(old.num_embeddings, old.embedding_dim, sequence_dim=sequence_dim, **kwargs)
+        _adopt(new, old, {"weight": 0}, hcg)
+        if old.padding_idx is not None:
+            _keep_padding_row_frozen(new, old.padding_idx)
+    new.train(old.training)
+    return new
+
+
+@torch.no_grad()
+def _adopt(new: nn.Module, old: nn.Module, dims: dict[str, int | None], hcg: HybridGroup) -> None:
+    """Copy each of `old`'s tensors into `new`: this rank's block along its dim, or whole (None)."""
+    for name, dim in dims.items():
+        src, dst = getattr(old, name, None), getattr(new, name, None)
+        if src is None or dst is None:
+            continue
+        dst.copy_(src if dim is None else shard_of(src, dim, hcg.mp_rank, hcg.mp_size))
+        dst.requires_grad_(src.requires_grad)
+
+
+def _keep_padding_row_frozen(layer: VocabParallelEmbedding, padding_idx: int) -> None:
+    """nn.Embedding(padding_idx=...) never updates that row: zero its gradient on the rank that holds it."""
+    padding_idx %= layer.num_embeddings
+    if not layer.vocab_start <= padding_idx < layer.vocab_end:
+        return
+    row = padding_idx - layer.vocab_start
+
+    def zero_row(grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.clone()
+        grad[row] = 0
+        return grad
+
+    layer.weight.register_hook(zero_row)
+
+
+def _broadcast_inputs(hcg: HybridGroup):
+    """A forward pre-hook: tensor arguments come from the mp group's first rank (need_broadcast_data)."""
+
+    def hook(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        names = [k for k, v in kwargs.items() if isinstance(v, torch.Tensor)]
+        values = broadcast_data(*args, *(kwargs[k] for k in names), hcg=hcg)
+        return tuple(values[: len(args)]), {**kwargs, **dict(zip(names, values[len(args):]))}
+
+    return hook

@@ -1,0 +1,148 @@
+"""Tensor-parallel plans: where one comes from ("auto"), which module each rule names, and whether it fits.
+
+A plan is an ordered list of (module-name glob, style) rules with Hugging Face's style names; the first
+rule whose glob matches a name in `model.named_modules()` applies to that module. Everything is checked
+before anything is changed.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from torch import nn
+
+from strategy import TP_STYLES, StrategyError
+
+from .groups import HybridGroup
+
+__all__ = ["Match", "match_plan", "plan_for"]
+
+# Hugging Face's older name for colwise_gather_output; both are accepted and mean the same.
+COLUMN = {"colwise": False, "colwise_gather_output": True, "colwise_rep": True}
+ROW = {"rowwise": True, "rowwise_split_input": False}  # style -> input_is_parallel
+STRATEGY_FIELD = "hybrid_configs.mp_configs.tp_plan"
+
+
+class Match(NamedTuple):
+    name: str  # the module's name in model.named_modules()
+    module: nn.Module
+    pattern: str
+    style: str
+
+
+def plan_for(model: nn.Module, plan: str | Mapping[str, str], hcg: HybridGroup) -> tuple[list[tuple[str, str]], str]:
+    """The rules to apply and where they came from ("the plan given", the strategy's, the model's own)."""
+    if isinstance(plan, Mapping):
+        return list(plan.items()), "the plan given"
+    if plan != "auto":
+        raise TypeError(f'plan must be a dict {{module-name glob: style}} or "auto", got {plan!r}')
+    if hcg.resolved.tp_plan:
+        return list(hcg.resolved.tp_plan), f"the strategy's {STRATEGY_FIELD}"
+    hf = hugging_face_plan(model)
+    if hf:
+        return list(hf.items()), f"{type(model).__name__}'s Hugging Face plan (config.base_model_tp_plan)"
+    raise StrategyError(
+        f"parallelize(plan=\"auto\"): the strategy has no {STRATEGY_FIELD} and {type(model).__name__} has no Hugging Face "
+        "tensor-parallel plan; give one: parallelize(model, {\"layers.*.up\": \"colwise\", \"layers.*.down\": \"rowwise\"}), "
+        f"or rules in the strategy ({STRATEGY_FIELD} {{ pattern: \"layers.*.up\" style: COLWISE }})",
+        field=STRATEGY_FIELD,
+    )
+
+
+def hugging_face_plan(model: nn.Module) -> dict[str, str]:
+    """The plan transformers uses for tp_plan="auto": the config's base_model_tp_plan under the base model's
+    prefix, plus the model's own entries (lm_head, ...). transformers >= 4.50 keeps it in `model._tp_plan`."""
+    built = getattr(model, "_tp_plan", None)
+    if isinstance(built, Mapping) and built:
+        return dict(built)
+    config = getattr(model, "config", None)
+    base_plan = dict(getattr(config, "base_model_tp_plan", None) or {})
+    prefix = getattr(model, "base_model_prefix", "")
+    if prefix and isinstance(getattr(model, prefix, None), nn.Module):
+        base_plan = {f"{prefix}.{k}": v for k, v in base_plan.items()}
+    own = getattr(type(model), "_tp_plan", None)
+    return base_plan | (dict(own) if isinstance(own, Mapping) else {})
+
+
+def match_plan(model: nn.Module, rules: list[tuple[str, str]], source: str, mp_size: int) -> list[Match]:
+    """Each module the rules name, with its rule; a StrategyError listing every problem found, if any."""
+    problems: list[str] = []
+    for pattern, style in rules:
+        if style not in TP_STYLES:
+            problems.append(f"rule {pattern!r}: unknown style {style!r}; styles: {', '.join(TP_STYLES)}")
+    matches: list[Match] = []
+    used: set[str] = set()
+    for name, module in model.named_modules():
+        if not name:
+            continue
+        rule = next(((p, s) for p, s in rules if fnmatch.fnmatchcase(name, p)), None)
+        if rule is None:
+            continue
+        used.add(rule[0])
+        matches.append(Match(name, module, *rule))
+        problems += _fits(matches[-1], mp_size)
+    for pattern, _ in rules:
+        if pattern not in used:
+            problems.append(f"rule {pattern!r} matches no module of {type(model).__name__} (names look like "
+                            f"{_examples(model)})")
+    problems += _heads(model, matches, mp_size)
+    problems += _tied(model, matches)
+    if problems:
+        raise StrategyError(f"cannot apply {source} at mp_degree={mp_size}:\n  " + "\n  ".join(problems), field=STRATEGY_FIELD)
+    return matches
+
+
+def _fits(m: Match, mp: int) -> list[str]:
+    """The style suits the module's type, and the split dimension divides by the degree."""
+    where = f"{m.name} ({type(m.module).__name__}) under rule {m.pattern!r} -> {m.style}"
+    if m.style in COLUMN or m.style in ROW:
+        if not isinstance(m.module, nn.Linear):
+            return [f"{where}: {m.style} needs an nn.Linear"]
+        size, what = (m.module.out_features, "out_features") if m.style in COLUMN else (m.module.in_features, "in_features")
+        shape = tuple(m.module.weight.shape)
+    elif m.style == "embedding_rowwise":
+        if not isinstance(m.module, nn.Embedding):
+            return [f"{where}: embedding_rowwise needs an nn.Embedding"]
+        size, what, shape = m.module.num_embeddings, "num_embeddings", tuple(m.module.weight.shape)
+    else:
+        return []
+    if size % mp:
+        return [f"{where}: {what}={size} (weight {list(shape)}) is not divisible by mp_degree={mp}"]
+    return []
+
+
+def _heads(model: nn.Module, matches: list[Match], mp: int) -> list[str]:
+    """Splitting attention projections by rows splits heads: each rank must get whole heads (and kv heads)."""
+    config = getattr(model, "config", None)
+    if config is None or not any(m.style in COLUMN for m in matches):
+        return []
+    out = []
+    for attr in ("num_attention_heads", "num_key_value_heads"):
+        heads = getattr(config, attr, None)
+        if isinstance(heads, int) and heads % mp:
+            out.append(f"config.{attr}={heads} is not divisible by mp_degree={mp}: each rank needs whole heads")
+    return out
+
+
+def _tied(model: nn.Module, matches: list[Match]) -> list[str]:
+    """A weight shared with another module (tied embeddings) cannot be split for one of them alone."""
+    owners: dict[int, list[str]] = {}
+    for name, module in model.named_modules(remove_duplicate=False):
+        for pname, p in module.named_parameters(recurse=False):
+            owners.setdefault(id(p), []).append(f"{name}.{pname}" if name else pname)
+    out = []
+    for m in matches:
+        if m.style in ("replicate", "sequence_parallel"):
+            continue
+        for pname, p in m.module.named_parameters(recurse=False):
+            if len(set(owners.get(id(p), []))) > 1:
+                out.append(f"{m.name}.{pname} is shared with {', '.join(o for o in owners[id(p)] if o != f'{m.name}.{pname}')} "
+                           "(tied weights): untie them (e.g. tie_word_embeddings=False) or replicate both")
+    return out
+
+
+def _examples(model: nn.Module) -> str:
+    names = [n for n, _ in model.named_modules() if n][:3]
+    return ", ".join(repr(n) for n in names) or "(none)"

@@ -1,0 +1,62 @@
+"""parallel.parallelize on models no one here wrote: Hugging Face Llama and Qwen2 from small configs."""
+
+from __future__ import annotations
+
+import pytest
+
+import tp_hf_cases as cases
+
+# (mp_async_allreduce, mp_skip_c_identity, mp_fused_linear_param_grad_add): every valid combination.
+FLAGS = [(False, False, False), (True, False, False), (True, True, False), (True, False, True), (True, True, True)]
+NAMES = ["plain", "async", "async-skip", "async-fused", "all"]
+
+
+@pytest.mark.parametrize("flags", FLAGS, ids=NAMES)
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_mp2_matches_the_unparallelised_model_over_several_steps(pools, arch, flags):
+    result = pools(2).run(cases.parity, 2, arch, flags)[0]
+    assert result["layers"] == ["ColumnParallelLinear", "RowParallelLinear", "VocabParallelEmbedding"]
+    assert result["losses"][-1] < result["losses"][0]
+
+
+@pytest.mark.parametrize("flags", [FLAGS[0], FLAGS[-1]], ids=["plain", "all"])
+def test_mp4_with_one_head_per_rank_matches_too(pools, flags):
+    pools(4).run(cases.parity, 4, "llama", flags, 4, 4, timeout=180)
+
+
+def test_replicated_parameters_follow_the_sync_flags(pools):
+    pools(2).run(cases.parity, 2, "llama", FLAGS[-1], 4, 2, True)
+
+
+def test_the_plan_can_live_in_the_strategy(pools):
+    names = pools(2).run(cases.plan_from_strategy, 2)[0]
+    assert names == [f"model.layers.{i}.mlp.{p}" for i in range(2) for p in ("down_proj", "gate_proj", "up_proj")]
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        ({"model.layers.*.mlp.up_proj": "colwize"}, "rule 'model.layers.*.mlp.up_proj': unknown style 'colwize'; styles: colwise,"),
+        ({"model.layers.*.mlp.upproj": "colwise"}, "rule 'model.layers.*.mlp.upproj' matches no module of LlamaForCausalLM"),
+        ({"model.norm": "colwise"}, "model.norm (LlamaRMSNorm) under rule 'model.norm' -> colwise: colwise needs an nn.Linear"),
+        ({"model.embed_tokens": "rowwise"}, "model.embed_tokens (Embedding) under rule 'model.embed_tokens' -> rowwise: rowwise needs an nn.Linear"),
+    ],
+    ids=["style", "nothing", "type-norm", "type-embedding"],
+)
+def test_a_bad_plan_names_the_problem_and_changes_nothing(pools, plan, expected):
+    message, untouched = pools(2).run(cases.plan_error, 2, plan)[0]
+    assert message.startswith("StrategyError: cannot apply the plan given at mp_degree=2:")
+    assert expected in message
+    assert untouched
+
+
+def test_a_dimension_not_divisible_by_the_degree_names_module_shape_and_degree(pools):
+    message, untouched = pools(4).run(cases.plan_error, 4, {"model.layers.*.self_attn.k_proj": "colwise"})[0]
+    # kv heads: 2, so k_proj's 32 rows would split heads across 4 ranks
+    assert "config.num_key_value_heads=2 is not divisible by mp_degree=4: each rank needs whole heads" in message
+    assert untouched
+
+
+def test_need_broadcast_data_gives_every_mp_rank_the_first_ranks_batch(pools):
+    losses = pools(2).run(cases.broadcast_inputs, 2)
+    assert losses[0] == losses[1]
