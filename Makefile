@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test,dev,examples]'
+	$(PY) -m pip install --quiet -e '.[test,dev,examples,hf]'
 	touch $(STAMP)
 
 proto: $(STAMP)
@@ -54,8 +54,10 @@ demo: $(STAMP)
 
 # Benchmarks (not part of make test): each prints a table and writes bench/results/NAME.json.
 # Paddle's column in config_load needs `pip install paddlepaddle==3.3.1` in .venv.
-BENCHES := tp_block overlap fused skip scaling sequence_parallel
+BENCHES := tp_block overlap fused skip scaling sequence_parallel parallelize_hf
+# transformers' own tensor parallelism (a column of parallelize_hf) needs accelerate.
 bench: $(STAMP)
+	$(PY) -m pip install --quiet accelerate
 	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py || exit 1; echo; done
 	$(PY) bench/config_load.py
 

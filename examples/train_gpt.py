@@ -217,7 +217,7 @@ def effective_strategy(s: strategy.DistributedStrategy, resolved: strategy.Resol
     return out
 
 
-def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrategy) -> None:
+def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrategy, *, title: str = "train_gpt") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -228,7 +228,7 @@ def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrat
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(range(1, len(summary["losses"]) + 1), summary["losses"])
     ax.axhline(math.log(256), linestyle="--", color="gray", label="uniform over bytes (ln 256)")
-    ax.set(xlabel="step", ylabel="cross entropy (nats/byte)", title=f"train_gpt, {summary['world_size']} ranks")
+    ax.set(xlabel="step", ylabel="cross entropy (nats/byte)", title=f"{title}, {summary['world_size']} ranks")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "loss.png", dpi=120)

@@ -1,0 +1,133 @@
+"""Fine-tune a Hugging Face causal LM with tensor parallelism from a strategy file: bring your own model.
+
+    torchrun --standalone --nproc-per-node 2 examples/finetune_hf.py \
+        --strategy examples/strategies/mp2_all_flags.prototxt --steps 100 --out out/finetune
+
+Without --model it builds a small Llama from a config (random init; nothing is downloaded); with
+--model DIR it loads a local checkpoint directory (save_pretrained output) and its tokenizer if it has one.
+`parallel.parallelize` applies the strategy's plan, or the model's own Hugging Face plan, with every mp flag.
+Writes the same outputs as train_gpt.py: the strategy as it ran, loss.png and summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+import parallel
+import strategy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_gpt import corpus, effective_strategy, write_outputs  # noqa: E402  (the same data and outputs)
+
+
+def build_model(model_dir: Path | None, seq_len: int):
+    """A small Llama from a config, or the checkpoint in `model_dir`; and a function from text to token ids."""
+    import transformers
+
+    if model_dir is not None:
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+            return model, lambda text: torch.tensor(tokenizer(text)["input_ids"])
+        except (OSError, ValueError):  # no tokenizer saved: bytes, folded into the vocabulary
+            vocab = model.config.vocab_size
+            return model, lambda text: torch.tensor(list(text.encode("utf-8"))) % vocab
+    config = transformers.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=seq_len,
+                                      tie_word_embeddings=False)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config), lambda text: torch.tensor(list(text.encode("utf-8")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--strategy", required=True, help="strategy file (prototxt, JSON, YAML or binary)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="a.b.c=V", help="override a field")
+    p.add_argument("--model", type=Path, help="a local Hugging Face checkpoint directory (default: a small Llama)")
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--batch-size", type=int, default=8, help="sequences per step, across all data-parallel replicas")
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--out", type=Path, default=Path("out/finetune"))
+    args = p.parse_args(argv)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    try:
+        s = strategy.load(args.strategy, overrides=args.overrides)
+        hcg = parallel.init(s)
+    except strategy.StrategyError as e:
+        print(e, file=sys.stderr)
+        return 1
+    if args.batch_size % hcg.dp_size:
+        print(f"--batch-size {args.batch_size} is not divisible by dp_degree {hcg.dp_size}", file=sys.stderr)
+        return 1
+    model, encode = build_model(args.model, args.seq_len)
+    try:
+        parallel.parallelize(model)
+    except strategy.StrategyError as e:
+        print(e, file=sys.stderr)
+        return 1
+    if hcg.resolved.mp.fused_linear_param_grad_add:
+        parallel.add_main_grad(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0))
+    lead = hcg.rank == 0
+    if lead:
+        print(strategy.explain(s, world_size=hcg.world_size), flush=True)
+    data = encode(corpus_text())
+    summary = train(model, opt, data, args, hcg, progress=lead)
+    if lead:
+        summary["config"] = model.config.to_dict() | {"seq_len": args.seq_len, "batch_size": args.batch_size}
+        write_outputs(args.out, summary, effective_strategy(s, hcg.resolved), title="finetune_hf")
+        print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in {args.steps} steps, "
+              f"{summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/")
+    parallel.destroy()
+    return 0
+
+
+def corpus_text() -> str:
+    return bytes(corpus().tolist()).decode("utf-8")
+
+
+def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, progress: bool) -> dict:
+    """AdamW on random windows of the corpus; each dp replica its share, the mp group one batch (broadcast)."""
+    from tqdm import tqdm
+
+    per_replica = args.batch_size // hcg.dp_size
+    losses: list[float] = []
+    bar = tqdm(total=args.steps, desc="finetune", unit="step", dynamic_ncols=True) if progress else None
+    start = time.perf_counter()
+    model.train()
+    for step in range(args.steps):
+        gen = torch.Generator().manual_seed(step)
+        starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
+        mine = starts[hcg.dp_rank * per_replica: (hcg.dp_rank + 1) * per_replica]
+        ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
+        loss = model(input_ids=ids, labels=ids).loss  # the forward broadcasts ids from mp rank 0 when asked to
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mean = loss.detach().clone()
+        if hcg.dp_size > 1:
+            dist.all_reduce(mean, group=hcg.dp_group)
+            mean /= hcg.dp_size
+        losses.append(float(mean))
+        if bar:
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * (step + 1) / (time.perf_counter() - start):,.0f}")
+            bar.update()
+    elapsed = time.perf_counter() - start
+    if bar:
+        bar.close()
+    return {"steps": args.steps, "first_loss": losses[0], "final_loss": losses[-1], "losses": losses, "seconds": elapsed,
+            "tokens_per_second": args.batch_size * args.seq_len * args.steps / elapsed, "world_size": hcg.world_size,
+            "effective_mp": dataclasses.asdict(hcg.resolved.mp)}
+
+
+if __name__ == "__main__":
+    sys.exit(main())
