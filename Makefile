@@ -50,11 +50,11 @@ demo: $(STAMP)
 	$(VENV)/bin/strategy validate examples/strategies/*.prototxt
 	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 examples/train_gpt.py \
 		--strategy examples/strategies/mp2_all_flags.prototxt --steps 400 --out out/demo --trace
-	@echo "outputs: out/demo/{strategy.prototxt,loss.png,summary.json,trace_rank0.json}"
+	@echo "outputs: out/demo/{strategy.prototxt,loss.png,summary.json,trace_rank0.json,checkpoint/}"
 
 # Benchmarks (not part of make test): each prints a table and writes bench/results/NAME.json.
 # Paddle's column in config_load needs `pip install paddlepaddle==3.3.1` in .venv.
-BENCHES := tp_block overlap fused skip scaling sequence_parallel parallelize_hf
+BENCHES := tp_block overlap fused skip scaling sequence_parallel parallelize_hf checkpoint
 # transformers' own tensor parallelism (a column of parallelize_hf) needs accelerate.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet accelerate

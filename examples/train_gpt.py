@@ -133,20 +133,32 @@ class GPT(nn.Module):
 
 
 # -- training ------------------------------------------------------------------------------------------
-def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None) -> dict:
-    """Train for cfg.steps; returns the summary (losses are the global-batch mean, identical on every rank)."""
+def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[GPT, parallel.HybridParallelOptimizer]:
     torch.manual_seed(cfg.seed)
     model = GPT(cfg, hcg)
     if hcg.resolved.mp.fused_linear_param_grad_add:
         parallel.add_main_grad(model)  # the fused flag accumulates weight gradients here, in fp32
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0))
+    return model, parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0))
+
+
+def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None,
+          resume: Path | None = None, save_to: Path | None = None, save_every: int = 0) -> dict:
+    """Train until cfg.steps; returns the summary (losses are the global-batch mean, identical on every rank).
+
+    `resume`: a checkpoint to continue from (any mp/dp layout); `save_to`: where to save every `save_every`
+    steps (0: only at the end). Step k always sees the same batch, so a resumed run continues exactly.
+    """
+    model, opt = build(cfg, hcg)
+    first = 0
+    if resume is not None:
+        first = parallel.load(resume, model, opt).step or 0
     data = corpus()
     tokens_per_step = cfg.batch_size * cfg.seq_len
     losses: list[float] = []
-    bar = _progress(cfg.steps) if progress else None
+    bar = _progress(cfg.steps - first) if progress else None
     profiler = _profiler(trace_dir) if trace_dir else None
     start = time.perf_counter()
-    for step in range(cfg.steps):
+    for step in range(first, cfg.steps):
         ids, targets = batch(data, step, cfg, hcg)
         loss = model(ids, targets)
         loss.backward()
@@ -161,8 +173,10 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
             profiler.step()
         if bar:
             elapsed = time.perf_counter() - start
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_per_step * (step + 1) / elapsed:,.0f}")
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_per_step * (step + 1 - first) / elapsed:,.0f}")
             bar.update()
+        if save_to is not None and ((save_every and (step + 1) % save_every == 0) or step + 1 == cfg.steps):
+            parallel.save(save_to, model, opt, step=step + 1, extra={"loss": losses[-1]})
     elapsed = time.perf_counter() - start
     if bar:
         bar.close()
@@ -170,9 +184,10 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
         profiler.stop()
     return {
         "steps": cfg.steps,
-        "final_loss": losses[-1],
-        "first_loss": losses[0],
-        "tokens_per_second": tokens_per_step * cfg.steps / elapsed,
+        "first_step": first,
+        "final_loss": losses[-1] if losses else None,
+        "first_loss": losses[0] if losses else None,
+        "tokens_per_second": tokens_per_step * len(losses) / elapsed if losses else 0.0,
         "seconds": elapsed,
         "world_size": hcg.world_size,
         "losses": losses,
@@ -244,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seq-len", type=int, default=Config.seq_len)
     p.add_argument("--out", type=Path, default=Path("out"))
     p.add_argument("--trace", action="store_true", help="write a Chrome/Perfetto trace of steps 2-4 into --out")
+    p.add_argument("--save-every", type=int, default=0, metavar="N", help="checkpoint every N steps (and always at the end)")
+    p.add_argument("--resume", type=Path, metavar="DIR", help="continue from this checkpoint (any mp/dp layout)")
     args = p.parse_args(argv)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     try:
@@ -261,11 +278,16 @@ def main(argv: list[str] | None = None) -> int:
         print(strategy.explain(s, world_size=hcg.world_size), flush=True)
     if args.trace:
         args.out.mkdir(parents=True, exist_ok=True)
-    summary = train(cfg, hcg, progress=lead, trace_dir=args.out if args.trace else None)
+    try:
+        summary = train(cfg, hcg, progress=lead, trace_dir=args.out if args.trace else None, resume=args.resume,
+                        save_to=args.out / "checkpoint", save_every=args.save_every)
+    except ValueError as e:  # a checkpoint that is not one, or does not fit
+        print(e, file=sys.stderr)
+        return 1
     if lead:
         write_outputs(args.out, summary, effective_strategy(s, hcg.resolved))
-        print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in {cfg.steps} steps, "
-              f"{summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/")
+        print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in steps {summary['first_step'] + 1}-{cfg.steps}, "
+              f"{summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/ (checkpoint: {args.out}/checkpoint)")
     parallel.destroy()
     return 0
 

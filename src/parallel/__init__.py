@@ -4,6 +4,7 @@
 settings from the group it makes current (or the `hcg=` they are given).
 """
 
+from .checkpoint import Checkpoint, full_state_dict, load, save
 from .column import ColumnParallelLinear
 from .comm import CollectiveError
 from .cross_entropy import ParallelCrossEntropy
@@ -17,6 +18,7 @@ from .sequence import gather_from_sequence, mark_sequence_parallel, reduce_seque
 from .sharding import is_sharded
 
 __all__ = [
+    "Checkpoint",
     "CollectiveError",
     "ColumnParallelLinear",
     "HybridGroup",
@@ -29,11 +31,14 @@ __all__ = [
     "communicator_options",
     "current",
     "destroy",
+    "full_state_dict",
     "gather_from_sequence",
     "init",
     "is_sharded",
+    "load",
     "mark_sequence_parallel",
     "parallelize",
     "reduce_sequence_parallel_grads",
+    "save",
     "scatter_to_sequence",
 ]

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh
 
 import strategy as _strategy
 from strategy import Resolved, StrategyError
@@ -31,6 +32,8 @@ class HybridGroup:
         resolved: the effective strategy every rank agreed on.
         mp_group / dp_group: the model-parallel group (ranks sharing one replica's shards) and the
             data-parallel group (ranks holding the same shard of different replicas).
+        mesh: the same layout as a DeviceMesh with dims ("dp", "mp") over these very groups, for torch's
+            DTensor-based APIs (distributed checkpoints, parallelize_module): one set of groups, not two.
     """
 
     resolved: Resolved
@@ -44,6 +47,7 @@ class HybridGroup:
     dp_size: int
     mp_ranks: tuple[int, ...] = field(default=())
     dp_ranks: tuple[int, ...] = field(default=())
+    mesh: DeviceMesh | None = None
 
 
 @dataclass(slots=True)
@@ -113,6 +117,11 @@ def init(
             if rank in ranks:
                 mine[name] = (group, ranks)
     (mp_group, mp_ranks), (dp_group, dp_ranks) = mine["mp"], mine["dp"]
+    # The mesh wraps the groups just made (they carry parallel.init's timeout and the NCCL options, which
+    # init_device_mesh's own groups would not): rank = dp_index * mp + mp_index, as the groups are laid out.
+    layout = torch.arange(world).view(resolved.dp_degree, resolved.mp_degree)
+    device_type = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    mesh = DeviceMesh.from_group([dp_group, mp_group], device_type, mesh=layout, mesh_dim_names=("dp", "mp"))
     _STATE.current = HybridGroup(
         resolved=resolved,
         rank=rank,
@@ -125,6 +134,7 @@ def init(
         dp_size=len(dp_ranks),
         mp_ranks=tuple(mp_ranks),
         dp_ranks=tuple(dp_ranks),
+        mesh=mesh,
     )
     return _STATE.current
 

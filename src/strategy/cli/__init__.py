@@ -1,4 +1,5 @@
-"""The `strategy` command line: convert, validate, explain, diff, schema, defaults, migrate-env, fmt.
+"""The `strategy` command line: convert, validate, explain, diff, schema, docs, defaults, migrate-env, fmt,
+and commands other packages register (`checkpoint`, from parallel).
 
 Exit codes: 0 success, 1 invalid input (the file is wrong, missing or unreadable), 2 usage error
 (`diff` uses 1 for "different" and 2 for invalid input, like diff(1)). Errors go to stderr as
@@ -18,7 +19,10 @@ from .common import warn_to_stderr
 __all__ = ["main"]
 
 
-def _parser() -> argparse.ArgumentParser:
+_BUILTIN = {"convert", "diff", "validate", "resolve", "explain", "schema", "docs", "defaults", "migrate-env", "fmt"}
+
+
+def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="strategy",
         description="Check, convert and explain distributed training strategy files (PaddlePaddle fleet compatible).",
@@ -27,11 +31,27 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (convert, check, generate, fmt):
         module.register(sub)
+    command = next((a for a in argv if not a.startswith("-")), None)
+    if command not in _BUILTIN:  # another package's command (`checkpoint`, from parallel), or help listing them all
+        _register_plugins(sub)
     return parser
 
 
+def _register_plugins(sub: argparse._SubParsersAction) -> None:
+    """Commands other packages add through the `strategy.commands` entry point; looked up only when asked
+    for, so the built-in commands start quickly and this package never imports what they need (torch)."""
+    from importlib.metadata import entry_points
+
+    for entry in entry_points(group="strategy.commands"):
+        try:
+            entry.load()(sub)
+        except ImportError as e:
+            print(f"strategy: command {entry.name!r} is unavailable: {e}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parser(argv).parse_args(argv)
     warn_to_stderr()
     try:
         return args.run(args)

@@ -1,0 +1,320 @@
+"""Checkpoints with torch.distributed.checkpoint (DCP): save, resume, reshard across mp and dp degrees.
+
+Parameters go to DCP as DTensors over the hybrid mesh — Shard(dim) over "mp" for split ones, Replicate
+elsewhere — so DCP records global shapes and reshards on load. A save is written into a hidden directory
+beside the target and renamed over it once every rank has finished: a killed save leaves the previous
+checkpoint whole, and a directory without our marker file is never taken for a checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.tensor import DTensor, Replicate, Shard
+
+import strategy
+
+from .groups import HybridGroup, current
+from .sharding import SHARD_DIM
+
+__all__ = ["MARKER", "Checkpoint", "full_state_dict", "load", "save"]
+
+MARKER = "checkpoint.json"  # written last, by rank 0: a directory holding it is a finished checkpoint
+FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Checkpoint:
+    """What `load` found besides the tensors.
+
+    Attributes:
+        step, extra: what `save` was given.
+        strategy: the saved run's resolved strategy, in text format.
+        layout: the saved run's degrees, {"dp": 2, "mp": 2, "world_size": 4}.
+        resharded: "mp 2 -> 4" and the like when the layout changed, else None.
+    """
+
+    step: int | None
+    extra: Any
+    strategy: str
+    layout: dict[str, int]
+    resharded: str | None = None
+
+
+# -- state dicts as DTensors ----------------------------------------------------------------------------
+def _placements(param: torch.Tensor | None) -> list[Any]:
+    dim = getattr(param, SHARD_DIM, None) if param is not None else None
+    return [Replicate(), Shard(dim) if dim is not None else Replicate()]
+
+
+def _as_dtensor(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> DTensor:
+    """`t` (this rank's part) as a DTensor laid out like `param` (sharing `t`'s storage)."""
+    return DTensor.from_local(t, hcg.mesh, _placements(param), run_check=False)
+
+
+def _model_state(model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
+    params = dict(model.named_parameters())
+    return {name: _as_dtensor(t.detach(), params.get(name), hcg) for name, t in model.state_dict().items()}
+
+
+def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
+    """The optimizer's tensors by parameter name: moments laid out like their parameter, fp32 masters too."""
+    inner = getattr(optimizer, "optimizer", optimizer)
+    masters = getattr(optimizer, "_master", {})
+    out: dict[str, Any] = {}
+    for name, p in model.named_parameters():
+        owner = masters.get(p, p)
+        for key, value in inner.state.get(owner, {}).items():
+            if torch.is_tensor(value):
+                shaped = value.shape == owner.shape and value.dim() > 0
+                out[f"state.{name}.{key}"] = _as_dtensor(value, p, hcg) if shaped else value
+        if p in masters:
+            out[f"master.{name}"] = _as_dtensor(masters[p].detach(), p, hcg)
+    return out
+
+
+def _param_groups(optimizer: Any, model: nn.Module) -> list[dict[str, Any]]:
+    """Hyperparameters of each group, parameters named (JSON: the same on every rank)."""
+    inner = getattr(optimizer, "optimizer", optimizer)
+    masters = getattr(optimizer, "_master", {})
+    names = {id(masters.get(p, p)): n for n, p in model.named_parameters()}
+    groups = []
+    for g in inner.param_groups:
+        hyper = {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k != "params"}
+        groups.append({**json.loads(json.dumps(hyper, default=str)), "params": [names.get(id(p), "?") for p in g["params"]]})
+    return groups
+
+
+# -- save -------------------------------------------------------------------------------------------------
+def save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, *, step: int | None = None,
+         extra: Any = None, hcg: HybridGroup | None = None) -> Path:
+    """Every rank writes its shards of `model` (and `optimizer`'s state) into the directory `path`, collectively.
+
+    Atomic: written into a hidden `.NAME.partial-*` directory beside `path`, renamed over it when every rank
+    has finished. `step` and `extra` (JSON-serialisable) and the resolved strategy are saved with it.
+
+    Example::
+
+        parallel.save("ckpt/step_1000", model, opt, step=1000)
+    """
+    hcg = hcg or current()
+    target = Path(path).absolute()
+    json.dumps(extra)  # fail before writing anything, on every rank alike
+    partial = _agree_on(target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:12]}", hcg)
+    if hcg.rank == 0:
+        _remove_stale_partials(target)
+        partial.mkdir(parents=True)
+    dist.barrier()
+    state: dict[str, Any] = {"model": _model_state(model, hcg)}
+    if optimizer is not None:
+        state["optimizer"] = _optimizer_state(optimizer, model, hcg)
+    dcp.save(state, checkpoint_id=str(partial))
+    dist.barrier()  # every rank's shards are on disk
+    if hcg.rank == 0:
+        meta = {
+            "format": FORMAT, "step": step, "extra": extra,
+            "strategy": _strategy_text(hcg), "layout": _layout(hcg),
+            "param_groups": _param_groups(optimizer, model) if optimizer is not None else None,
+        }
+        _write_marker(partial / MARKER, meta)
+        _commit(partial, target)
+    dist.barrier()
+    return target
+
+
+def _agree_on(candidate: Path, hcg: HybridGroup) -> Path:
+    """Rank 0's choice, on every rank."""
+    box = [candidate]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _remove_stale_partials(target: Path) -> None:
+    """Debris of saves that were killed: never a checkpoint (no marker), removed before the next one."""
+    for stale in target.parent.glob(f".{target.name}.partial-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _write_marker(path: Path, meta: dict[str, Any]) -> None:
+    with open(path, "w") as f:
+        json.dump(meta, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _commit(partial: Path, target: Path) -> None:
+    """Swap the finished directory in: the old checkpoint (if any) goes only after the new one is in place."""
+    old = None
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
+        os.rename(target, old)
+    os.rename(partial, target)
+    fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself is durable
+    finally:
+        os.close(fd)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _strategy_text(hcg: HybridGroup) -> str:
+    s = strategy.DistributedStrategy()
+    r = hcg.resolved
+    for name in ("dp_degree", "mp_degree", "pp_degree", "sharding_degree", "sep_degree"):
+        setattr(s.hybrid_configs, name, getattr(r, name))
+    mp = s.hybrid_configs.mp_configs
+    for field in strategy.MpConfig.DESCRIPTOR.fields:
+        setting = field.name.removeprefix("mp_")
+        if field.message_type is None and hasattr(r.mp, setting):
+            setattr(mp, field.name, getattr(r.mp, setting))
+    for pattern, style in r.tp_plan:
+        rule = mp.tp_plan.add()
+        rule.pattern, rule.style = pattern, style.upper()
+    return str(strategy.dumps(s))
+
+
+def _layout(hcg: HybridGroup) -> dict[str, int]:
+    return {"dp": hcg.dp_size, "mp": hcg.mp_size, "world_size": hcg.world_size}
+
+
+# -- load -------------------------------------------------------------------------------------------------
+def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, *, hcg: HybridGroup | None = None) -> Checkpoint:
+    """Load a checkpoint written by `save` into `model` (and `optimizer`), whatever the mp and dp degrees were
+    at save time: DCP reshards. Says once when the layout changed.
+
+    Raises:
+        ValueError: not a checkpoint (or an unfinished one), or tensors that do not fit the model (a missing
+            or unexpected key, a different global shape), each named; nothing is loaded then.
+    """
+    hcg = hcg or current()
+    source = Path(path).absolute()
+    meta = read_marker(source)
+    reader = dcp.FileSystemReader(str(source))
+    saved = reader.read_metadata().state_dict_metadata
+    state: dict[str, Any] = {"model": _model_state(model, hcg)}
+    if optimizer is not None:
+        if meta.get("param_groups") is None:
+            raise ValueError(f"{source}: the checkpoint holds no optimizer state; load it without an optimizer")
+        _materialise_state(optimizer)
+        state["optimizer"] = _optimizer_state(optimizer, model, hcg)
+    _check_fits(source, state, saved, with_optimizer=optimizer is not None)
+    dcp.load(state, checkpoint_id=str(source))
+    _copy_back(state, model, optimizer)
+    if optimizer is not None:
+        _restore_hyperparameters(optimizer, meta["param_groups"])
+    now = _layout(hcg)
+    then = meta["layout"]
+    changed = [f"{k} {then[k]} -> {now[k]}" for k in ("dp", "mp") if then[k] != now[k]]
+    resharded = ", ".join(changed) or None
+    if resharded and hcg.rank == 0:
+        warnings.warn(f"{source}: saved with {then}, loaded into {now} ({resharded}): resharded by DCP", stacklevel=2)
+    return Checkpoint(step=meta["step"], extra=meta["extra"], strategy=meta["strategy"], layout=then, resharded=resharded)
+
+
+def read_marker(source: Path) -> dict[str, Any]:
+    """The checkpoint's own record; a clear error when `source` is not a finished checkpoint."""
+    if not source.is_dir():
+        raise ValueError(f"{source}: no such checkpoint directory")
+    marker = source / MARKER
+    if not marker.is_file() or not (source / ".metadata").is_file():
+        raise ValueError(f"{source}: not a finished checkpoint (no {MARKER} or DCP .metadata): a save that did not "
+                         "complete, or another directory")
+    meta = json.loads(marker.read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{source}: checkpoint format {meta.get('format')!r}, this version reads {FORMAT}")
+    return meta
+
+
+def _flat(state: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in state.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def _check_fits(source: Path, state: dict[str, Any], saved: dict[str, Any], *, with_optimizer: bool) -> None:
+    """Every key the model needs is saved with the same global shape, and nothing else is there: else no load."""
+    wanted = _flat(state)
+    problems = []
+    for key, value in wanted.items():
+        shape = tuple(value.shape) if torch.is_tensor(value) else None
+        if key not in saved:
+            problems.append(f"{key}: missing from the checkpoint (the model has it, shape {list(shape or ())})")
+            continue
+        held = getattr(saved[key], "size", None)
+        if shape is not None and held is not None and tuple(held) != shape:
+            problems.append(f"{key}: the checkpoint holds global shape {list(held)}, the model needs {list(shape)}")
+    kinds = ("model.", "optimizer.") if with_optimizer else ("model.",)
+    for key in saved:
+        if key.startswith(kinds) and key not in wanted:
+            problems.append(f"{key}: in the checkpoint but not in the model")
+    if problems:
+        raise ValueError(f"{source}: the checkpoint does not fit the model; nothing was loaded:\n  " + "\n  ".join(problems))
+
+
+@torch.no_grad()
+def _copy_back(state: dict[str, Any], model: nn.Module, optimizer: Any) -> None:
+    """DCP filled the DTensors' local tensors, which share storage with ours; masters feed their parameters."""
+    masters = getattr(optimizer, "_master", {}) if optimizer is not None else {}
+    for p, master in masters.items():
+        p.copy_(master)
+        optimizer._synced_version[p] = p._version
+
+
+def _materialise_state(optimizer: Any) -> None:
+    """Optimizers create their state on the first step: make it now (lr 0, zero gradients), so DCP has
+    tensors to load into. Nothing moves: every update is scaled by the zero learning rate."""
+    inner = getattr(optimizer, "optimizer", optimizer)
+    params = [p for g in inner.param_groups for p in g["params"] if p.requires_grad]
+    if all(p in inner.state and inner.state[p] for p in params):
+        return
+    saved_lr = [g["lr"] for g in inner.param_groups]
+    saved_grads = [p.grad for p in params]
+    for g in inner.param_groups:
+        g["lr"] = 0.0
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    inner.step()
+    for g, lr in zip(inner.param_groups, saved_lr):
+        g["lr"] = lr
+    for p, grad in zip(params, saved_grads):
+        p.grad = grad
+
+
+def _restore_hyperparameters(optimizer: Any, groups: list[dict[str, Any]]) -> None:
+    inner = getattr(optimizer, "optimizer", optimizer)
+    if len(groups) != len(inner.param_groups):
+        raise ValueError(f"the checkpoint has {len(groups)} optimizer parameter groups, the optimizer {len(inner.param_groups)}")
+    for mine, saved in zip(inner.param_groups, groups):
+        for k, v in saved.items():
+            if k != "params" and k in mine:
+                mine[k] = tuple(v) if isinstance(mine[k], tuple) else v
+
+
+# -- export -----------------------------------------------------------------------------------------------
+def full_state_dict(model: nn.Module, *, rank0_only: bool = False, hcg: HybridGroup | None = None) -> dict[str, torch.Tensor]:
+    """The unparallelised model's state dict — the keys and shapes of the model before `parallelize` (or of the
+    single-process model) — gathered on every rank, or only on rank 0 (`rank0_only`, others get {}).
+    Every rank must call it. Ready for torch.save, safetensors or save_pretrained."""
+    hcg = hcg or current()
+    out = {}
+    for name, t in _model_state(model, hcg).items():
+        full = t.full_tensor()  # all-gathers the shards over "mp"; replicated tensors cost nothing
+        if not rank0_only or hcg.rank == 0:
+            out[name] = full.detach().clone()
+    return out
