@@ -127,7 +127,7 @@ def test_explain_says_when_mp_degree_1_disables_a_flag(write):
 
 
 def test_every_subcommand_has_help_with_an_example():
-    for command in ["convert", "validate", "resolve", "explain", "diff", "schema", "docs", "defaults", "migrate-env", "fmt"]:
+    for command in ["convert", "validate", "resolve", "explain", "diff", "schema", "docs", "defaults", "migrate-env", "fmt", "checkpoint"]:
         result = strategy_cli(command, "--help")
         assert result.returncode == 0, command
         assert "example:\n  strategy " in result.stdout or "example:\n  Flags_" in result.stdout, command
