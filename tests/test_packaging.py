@@ -50,3 +50,14 @@ def test_a_plain_install_ships_the_generated_code_in_our_namespace(tmp_path):
                             capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "Column-paralle"
+
+
+def test_the_strategy_cli_imports_torch_only_for_the_checkpoint_command(tmp_path):
+    path = tmp_path / "a.prototxt"
+    path.write_text("hybrid_configs { mp_degree: 2 }\n")
+    code = ("import sys; from strategy.cli import main; code = main(['validate', sys.argv[1]]); "
+            "print(code, 'torch' in sys.modules, 'parallel' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip().splitlines()[-1] == "0 False False"
+    listed = subprocess.run([sys.executable, "-m", "strategy", "--help"], capture_output=True, text=True, timeout=60)
+    assert "checkpoint" in listed.stdout  # registered by parallel through the strategy.commands entry point

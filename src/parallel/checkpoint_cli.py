@@ -52,8 +52,9 @@ def _run(args: argparse.Namespace) -> int:
     print("tensors (global shapes):")
     width = max((len(k) for k in tensors), default=0)
     for key, value in sorted(tensors.items()):
-        size = getattr(value, "size", None)
-        shown = f"{list(size)} {str(value.properties.dtype).removeprefix('torch.')}" if size is not None else "(object)"
+        size, properties = getattr(value, "size", None), getattr(value, "properties", None)
+        dtype = str(getattr(properties, "dtype", "")).removeprefix("torch.")
+        shown = f"{list(size)} {dtype}" if size is not None else "(object)"
         print(f"  {key.ljust(width)}  {shown}")
     return 0
 
