@@ -119,9 +119,9 @@ def init(
     (mp_group, mp_ranks), (dp_group, dp_ranks) = mine["mp"], mine["dp"]
     # The mesh wraps the groups just made (they carry parallel.init's timeout and the NCCL options, which
     # init_device_mesh's own groups would not): rank = dp_index * mp + mp_index, as the groups are laid out.
-    ranks = torch.arange(world).view(resolved.dp_degree, resolved.mp_degree)
+    rank_grid = torch.arange(world).view(resolved.dp_degree, resolved.mp_degree)
     device_type = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    mesh = DeviceMesh.from_group([dp_group, mp_group], device_type, mesh=ranks, mesh_dim_names=("dp", "mp"))
+    mesh = DeviceMesh.from_group([dp_group, mp_group], device_type, mesh=rank_grid, mesh_dim_names=("dp", "mp"))
     _STATE.current = HybridGroup(
         resolved=resolved,
         rank=rank,
