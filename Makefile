@@ -49,7 +49,7 @@ test: $(STAMP) proto-check lint
 demo: $(STAMP)
 	$(VENV)/bin/strategy validate examples/strategies/*.prototxt
 	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 examples/train_gpt.py \
-		--strategy examples/strategies/mp2_all_flags.prototxt --steps 400 --out out/demo --trace
+		--strategy examples/strategies/mp2_all_flags.prototxt --steps 400 --out out/demo --trace --check-replicas 100
 	@echo "outputs: out/demo/{strategy.prototxt,loss.png,summary.json,trace_rank0.json,checkpoint/}"
 
 # Benchmarks (not part of make test): each prints a table and writes bench/results/NAME.json.

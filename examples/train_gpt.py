@@ -37,6 +37,7 @@ class Config:
     layers: int = 2
     batch_size: int = 16  # sequences per step, across all data-parallel replicas
     lr: float = 3e-3
+    clip: float = 1.0  # max global gradient norm (0 turns clipping off)
     steps: int = 200
     seed: int = 0
 
@@ -142,7 +143,7 @@ def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[GPT, parallel.HybridP
 
 
 def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None,
-          resume: Path | None = None, save_to: Path | None = None, save_every: int = 0) -> dict:
+          resume: Path | None = None, save_to: Path | None = None, save_every: int = 0, check_replicas: int = 0) -> dict:
     """Train until cfg.steps; returns the summary (losses are the global-batch mean, identical on every rank).
 
     `resume`: a checkpoint to continue from (any mp/dp layout); `save_to`: where to save every `save_every`
@@ -155,6 +156,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     data = corpus()
     tokens_per_step = cfg.batch_size * cfg.seq_len
     losses: list[float] = []
+    norms: list[float] = []
     bar = _progress(cfg.steps - first) if progress else None
     profiler = _profiler(trace_dir) if trace_dir else None
     start = time.perf_counter()
@@ -162,6 +164,10 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
         ids, targets = batch(data, step, cfg, hcg)
         loss = model(ids, targets)
         loss.backward()
+        if cfg.clip:
+            norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
+        if check_replicas and (step + 1) % check_replicas == 0:
+            parallel.check_replicas(model)
         opt.step()
         opt.zero_grad()
         mean = loss.detach().clone()
@@ -173,7 +179,8 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
             profiler.step()
         if bar:
             elapsed = time.perf_counter() - start
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{tokens_per_step * (step + 1 - first) / elapsed:,.0f}")
+            shown = {"grad_norm": f"{norms[-1]:.2f}"} if norms else {}
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", **shown, tok_s=f"{tokens_per_step * (step + 1 - first) / elapsed:,.0f}")
             bar.update()
         if save_to is not None and ((save_every and (step + 1) % save_every == 0) or step + 1 == cfg.steps):
             parallel.save(save_to, model, opt, step=step + 1, extra={"loss": losses[-1]})
@@ -191,6 +198,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
         "seconds": elapsed,
         "world_size": hcg.world_size,
         "losses": losses,
+        "grad_norms": norms,
         "config": asdict(cfg),
         "effective_mp": asdict(hcg.resolved.mp),
     }
@@ -261,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", action="store_true", help="write a Chrome/Perfetto trace of steps 2-4 into --out")
     p.add_argument("--save-every", type=int, default=0, metavar="N", help="checkpoint every N steps (and always at the end)")
     p.add_argument("--resume", type=Path, metavar="DIR", help="continue from this checkpoint (any mp/dp layout)")
+    p.add_argument("--clip", type=float, default=Config.clip, help="max global gradient norm, 0 for none (default 1.0)")
+    p.add_argument("--check-replicas", type=int, default=0, metavar="N",
+                   help="every N steps, check that replicated parameters agree across ranks")
     args = p.parse_args(argv)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     try:
@@ -269,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     except strategy.StrategyError as e:
         print(e, file=sys.stderr)
         return 1
-    cfg = Config(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len)
+    cfg = Config(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, clip=args.clip)
     if cfg.batch_size % hcg.dp_size:
         print(f"--batch-size {cfg.batch_size} is not divisible by dp_degree {hcg.dp_size}", file=sys.stderr)
         return 1
@@ -280,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
     try:
         summary = train(cfg, hcg, progress=lead, trace_dir=args.out if args.trace else None, resume=args.resume,
-                        save_to=args.out / "checkpoint", save_every=args.save_every)
+                        save_to=args.out / "checkpoint", save_every=args.save_every, check_replicas=args.check_replicas)
     except ValueError as e:  # a checkpoint that is not one, or does not fit
         print(e, file=sys.stderr)
         return 1

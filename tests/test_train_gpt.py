@@ -48,12 +48,13 @@ def test_torchrun_demo_writes_its_outputs_and_a_trace_with_overlap(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            str(ROOT / "examples" / "train_gpt.py"), "--strategy", str(ROOT / "examples" / "strategies" / "mp2_all_flags.prototxt"),
            "--steps", "8", "--batch-size", "8", "--seq-len", "32", "--out", str(out), "--trace",
-           "--set", "hybrid_configs.mp_configs.sync_grad=true"]
+           "--set", "hybrid_configs.mp_configs.sync_grad=true", "--check-replicas", "2"]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "hybrid_configs.mp_configs.mp_async_allreduce              true         set      on" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 8 and len(summary["losses"]) == 8
+    assert len(summary["grad_norms"]) == 8 and all(n > 0 for n in summary["grad_norms"])  # clipped at 1.0
     assert summary["tokens_per_second"] > 0
     effective = strategy.load(out / "strategy.prototxt")
     assert effective.hybrid_configs.mp_configs.sync_grad  # the override went through

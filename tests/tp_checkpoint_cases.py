@@ -61,6 +61,8 @@ def _last_model_and_optimizer(gpt, hcg, cfg, resume: Path | None = None):
     for step in range(first, cfg.steps):
         ids, targets = gpt.batch(data, step, cfg, hcg)
         model(ids, targets).backward()
+        if cfg.clip:
+            opt.clip_grad_norm_(cfg.clip)  # as train() does
         opt.step()
         opt.zero_grad()
     return model, opt
@@ -81,6 +83,7 @@ def _next_loss(gpt, hcg, model, opt, step: int) -> float:
     ids, targets = gpt.batch(gpt.corpus(), step, cfg, hcg)
     loss = model(ids, targets)
     loss.backward()
+    opt.clip_grad_norm_(cfg.clip)
     opt.step()
     opt.zero_grad()
     mean = loss.detach().clone()

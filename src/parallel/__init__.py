@@ -13,6 +13,7 @@ from .embedding import VocabParallelEmbedding
 from .groups import HybridGroup, communicator_options, current, destroy, init
 from .optimizer import HybridParallelOptimizer, add_main_grad
 from .parallelize import parallelize
+from .replicas import ReplicaMismatchError, check_replicas
 from .row import RowParallelLinear
 from .sequence import gather_from_sequence, mark_sequence_parallel, reduce_sequence_parallel_grads, scatter_to_sequence
 from .sharding import is_sharded
@@ -24,10 +25,12 @@ __all__ = [
     "HybridGroup",
     "HybridParallelOptimizer",
     "ParallelCrossEntropy",
+    "ReplicaMismatchError",
     "RowParallelLinear",
     "VocabParallelEmbedding",
     "add_main_grad",
     "broadcast_data",
+    "check_replicas",
     "communicator_options",
     "current",
     "destroy",

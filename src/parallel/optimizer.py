@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from .clipping import clip_by_global_norm
 from .comm import guard
 from .groups import HybridGroup, current
 from .sequence import sum_sequence_parallel_grads
@@ -50,7 +51,7 @@ def _grad_of(p: torch.Tensor) -> torch.Tensor | None:
 class HybridParallelOptimizer:
     """Wrap `optimizer` (built on the model's parameters) for the current hybrid group.
 
-    step():
+    step() (clip_grad_norm_ does 1-2 early, to clip the final gradient):
       1. sum the gradients of sequence-parallel parameters over the mp group (mark_sequence_parallel), then
          average every gradient (main_grad where present) over the dp group, one all-reduce per dtype;
       2. sync_grad: replicated parameters' gradients agree across the mp group (sync_mode);
@@ -70,6 +71,7 @@ class HybridParallelOptimizer:
         self.hcg = hcg
         self.settings = hcg.resolved.mp
         self._model_params: list[nn.Parameter] = [p for g in optimizer.param_groups for p in g["params"]]
+        self._reduced: list[tuple[nn.Parameter, torch.Tensor]] | None = None  # this step's reduced gradients
         if hcg.dp_size > 1:
             # Start every replica from dp rank 0's values, as DDP does, whatever seed each rank used.
             _broadcast_coalesced([p.detach() for p in self._model_params], hcg.dp_group)
@@ -114,6 +116,7 @@ class HybridParallelOptimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Clear `.grad` everywhere; `main_grad` buffers are zeroed in place (they are reused)."""
+        self._reduced = None
         self.optimizer.zero_grad(set_to_none=set_to_none)
         for p in self._model_params:
             if p.grad is not None:
@@ -124,10 +127,25 @@ class HybridParallelOptimizer:
 
     # -- step -----------------------------------------------------------------------------------------
     @torch.no_grad()
-    def step(self, closure: Any = None) -> Any:
-        if closure is not None:
-            raise ValueError("HybridParallelOptimizer.step does not take a closure: run forward/backward first")
-        self._refresh_stale_masters()
+    def clip_grad_norm_(self, max_norm: float, norm_type: float = 2.0, *, error_if_nonfinite: bool = False) -> torch.Tensor:
+        """Clip the whole model's gradient by its global norm; returns that norm (before clipping).
+
+        The norm is what `torch.nn.utils.clip_grad_norm_` returns on the unparallelised model: sharded
+        parameters' shards are summed over the mp group, replicated ones count once, dp replicas are averaged
+        first (this finishes the gradient reduction `step` would do, so call it right before `step`). Reads
+        `main_grad` where a parameter has one, else `.grad`; `norm_type=inf` takes the max. NaN/Inf are never
+        hidden: they make the norm non-finite, an error with `error_if_nonfinite=True`.
+
+        Example::
+
+            loss.backward(); norm = opt.clip_grad_norm_(1.0); opt.step(); opt.zero_grad()
+        """
+        return clip_by_global_norm(self._reduced_grads(), self.hcg, max_norm, norm_type, error_if_nonfinite=error_if_nonfinite)
+
+    def _reduced_grads(self) -> list[tuple[nn.Parameter, torch.Tensor]]:
+        """Every gradient as the optimizer will use it: sequence-parallel sums, dp average, sync_grad. Once per step."""
+        if self._reduced is not None:
+            return self._reduced
         grads = []
         for p in self._model_params:
             g = _grad_of(p)
@@ -142,6 +160,16 @@ class HybridParallelOptimizer:
             all_reduce_coalesced([g for _, g in grads], self.hcg.dp_group, average=True)
         if self.settings.sync_grad:
             self._sync([g for p, g in grads if not is_sharded(p)])
+        self._reduced = grads
+        return grads
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        if closure is not None:
+            raise ValueError("HybridParallelOptimizer.step does not take a closure: run forward/backward first")
+        self._refresh_stale_masters()
+        grads = self._reduced_grads()
+        self._reduced = None
         for p, g in grads:
             target = self._master.get(p, p)
             if target is not p or g is not p.grad:

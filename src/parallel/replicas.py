@@ -1,0 +1,87 @@
+"""`check_replicas`: every copy of a parameter that should be identical is identical (or says where not).
+
+Replicated parameters (norms, row-parallel biases, sequence-parallel norms) drifting apart across the mp
+group, or dp replicas diverging, silently ruins a run. One MAX and one MIN all-reduce of all values per
+group finds any difference; only then is the first offending parameter gathered to name the ranks.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .comm import guard
+from .groups import HybridGroup, current
+from .sequence import is_sequence_parallel
+from .sharding import is_sharded
+
+__all__ = ["ReplicaMismatchError", "check_replicas"]
+
+
+class ReplicaMismatchError(RuntimeError):
+    """Copies of a parameter (or of its gradient) that should agree across ranks do not."""
+
+
+@torch.no_grad()
+def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, hcg: HybridGroup | None = None) -> None:
+    """Compare what should be identical, raising ReplicaMismatchError (on every rank) naming the first parameter
+    that differs, the ranks and the largest difference.
+
+    Across the mp group: every replicated parameter, and with `grads` its gradient (`main_grad` where present;
+    not for sequence-parallel parameters, whose gradients are per-rank until summed). Across dp replicas: every
+    parameter, sharded ones included (gradients differ there until they are averaged in the step). Call it
+    between steps, every N steps; it costs two all-reduces per group.
+    """
+    hcg = hcg or current()
+    named = list(model.named_parameters())
+    checks: list[tuple[str, str, list[tuple[str, torch.Tensor]]]] = []
+    if hcg.mp_size > 1:
+        values = [(n, p.detach()) for n, p in named if not is_sharded(p)]
+        if grads:
+            values += [(f"{n} (gradient)", g) for n, p in named
+                       if not is_sharded(p) and not is_sequence_parallel(p) and (g := _grad(p)) is not None]
+        checks.append(("mp", "mp group", values))
+    if hcg.dp_size > 1:
+        checks.append(("dp", "dp replicas", [(n, p.detach()) for n, p in named]))
+    for axis, what, values in checks:
+        if values:
+            _compare(values, axis, what, atol, hcg)
+
+
+def _grad(p: torch.Tensor) -> torch.Tensor | None:
+    main = getattr(p, "main_grad", None)
+    return main if main is not None else p.grad
+
+
+def _compare(values: list[tuple[str, torch.Tensor]], axis: str, what: str, atol: float, hcg: HybridGroup) -> None:
+    group = hcg.mp_group if axis == "mp" else hcg.dp_group
+    flat = torch.cat([t.reshape(-1).to(torch.float64) for _, t in values])
+    high, low = flat.clone(), flat.clone()
+    with guard(f"replica check over the {what}", group):
+        dist.all_reduce(high, op=dist.ReduceOp.MAX, group=group)
+        dist.all_reduce(low, op=dist.ReduceOp.MIN, group=group)
+    spread = high - low
+    spread = torch.where(torch.isnan(flat), torch.full_like(flat, float("inf")), spread)  # NaN never agrees
+    if float(spread.max()) <= atol:
+        return
+    offset = 0
+    for name, t in values:
+        part = spread[offset: offset + t.numel()]
+        offset += t.numel()
+        if float(part.max()) > atol:
+            raise ReplicaMismatchError(_describe(name, t, axis, what, group, hcg))
+
+
+def _describe(name: str, t: torch.Tensor, axis: str, what: str, group: dist.ProcessGroup, hcg: HybridGroup) -> str:
+    """Gather the offending tensor from the group: which ranks differ from its first rank, and by how much."""
+    local = t.detach().to(torch.float64).contiguous()
+    copies = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+    with guard(f"replica check over the {what}", group):
+        dist.all_gather(copies, local, group=group)
+    ranks = list(hcg.mp_ranks if axis == "mp" else hcg.dp_ranks)
+    diffs = [float((c - copies[0]).abs().max()) for c in copies]
+    differing = [r for r, d in zip(ranks, diffs) if d > 0 or d != d]
+    return (f"{name} differs across the {what} {ranks}: ranks {differing} differ from rank {ranks[0]} by up to "
+            f"{max(diffs):.3g}; replicated values must stay identical (check that every rank applies the same update, "
+            "or turn on hybrid_configs.mp_configs.sync_param)")
