@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from . import strategy_options_pb2 as strategy__options__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0etraining.proto\x12\x14\x64istributed_strategy\x1a\x16strategy_options.proto\"\x80\x07\n\tAMPConfig\x12&\n\x11init_loss_scaling\x18\x01 \x01(\x02:\x05\x33\x32\x37\x36\x38\x42\x04\xc8\xb5\x18\x03\x12&\n\x12incr_every_n_steps\x18\x02 \x01(\x05:\x04\x31\x30\x30\x30\x42\x04\xc8\xb5\x18\x03\x12(\n\x17\x64\x65\x63r_every_n_nan_or_inf\x18\x03 \x01(\x05:\x01\x32\x42\x04\xc8\xb5\x18\x03\x12\x1b\n\nincr_ratio\x18\x04 \x01(\x02:\x01\x32\x42\x04\xc8\xb5\x18\x03\x12\x1d\n\ndecr_ratio\x18\x05 \x01(\x02:\x03\x30.8B\x04\xc8\xb5\x18\x03\x12,\n\x18use_dynamic_loss_scaling\x18\x06 \x01(\x08:\x04trueB\x04\xc8\xb5\x18\x03\x12s\n\x11\x63ustom_white_list\x18\x07 \x03(\tBX\xc8\xb5\x18\x02\xd2\xb5\x18Pthe lists name Paddle operators; torch.autocast has its own per-op casting rules\x12s\n\x11\x63ustom_black_list\x18\x08 \x03(\tBX\xc8\xb5\x18\x02\xd2\xb5\x18Pthe lists name Paddle operators; torch.autocast has its own per-op casting rules\x12j\n\x15\x63ustom_black_varnames\x18\t \x03(\tBK\xc8\xb5\x18\x02\xd2\xb5\x18\x43names Paddle static-graph variables; nothing in PyTorch corresponds\x12\"\n\ruse_pure_fp16\x18\n \x01(\x08:\x05\x66\x61lseB\x04\xc8\xb5\x18\x03\x12[\n\x0euse_fp16_guard\x18\x0b \x01(\x08:\x04trueB=\xc8\xb5\x18\x02\xd2\xb5\x18\x35\x66p16_guard scopes exist only in Paddle\'s static graph\x12\'\n\x12use_optimizer_fp16\x18\x0c \x01(\x08:\x05\x66\x61lseB\x04\xc8\xb5\x18\x03\x12\"\n\ruse_pure_bf16\x18\r \x01(\x08:\x05\x66\x61lseB\x04\xc8\xb5\x18\x03:k\xaa\xbb\x18grun the forward under torch.autocast and scale the loss with torch.amp.GradScaler in your training loop\"\xef\x04\n\x0fRecomputeConfig\x12h\n\x0b\x63heckpoints\x18\x01 \x03(\tBS\xc8\xb5\x18\x03\xd2\xb5\x18Kwrap the blocks with torch.utils.checkpoint.checkpoint(use_reentrant=False)\x12p\n\x0e\x65nable_offload\x18\x02 \x01(\x08:\x05\x66\x61lseBQ\xc8\xb5\x18\x03\xd2\xb5\x18Itorch.autograd.graph.save_on_cpu() keeps saved activations in host memory\x12u\n\x10\x63heckpoint_shape\x18\x03 \x03(\x05\x42[\xc8\xb5\x18\x02\xd2\xb5\x18Sshapes for Paddle\'s static-graph offload buffers; nothing to preallocate in PyTorch\x12q\n\renable_tuning\x18\x04 \x01(\x08:\x05\x66\x61lseBS\xc8\xb5\x18\x02\xd2\xb5\x18KPaddle\'s static-graph auto-tuning of recompute; nothing in PyTorch reads it\x12\x95\x01\n\x14refined_ops_patterns\x18\x05 \x03(\x0b\x32\'.distributed_strategy.RefinedOpsPatternBN\xc8\xb5\x18\x02\xd2\xb5\x18\x46refined recompute names Paddle ops, which have no counterpart in torch\"\xbb\x01\n\x11RefinedOpsPattern\x12\x16\n\x08main_ops\x18\x01 \x03(\tB\x04\xc8\xb5\x18\x02\x12\x14\n\x03num\x18\x02 \x01(\x05:\x01\x30\x42\x04\xc8\xb5\x18\x02\x12\x15\n\x07pre_ops\x18\x03 \x03(\tB\x04\xc8\xb5\x18\x02\x12\x15\n\x07suf_ops\x18\x04 \x03(\tB\x04\xc8\xb5\x18\x02:J\xaa\xbb\x18\x46refined recompute names Paddle ops, which have no counterpart in torch\"\x8f\x01\n\x13GradientMergeConfig\x12\x18\n\x07k_steps\x18\x01 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03\x12\x17\n\x03\x61vg\x18\x02 \x01(\x08:\x04trueB\x04\xc8\xb5\x18\x03:E\xaa\xbb\x18\x41\x63\x61ll backward() k times before opt.step() to accumulate gradients\"\x8f\x01\n\x0eLocalSGDConfig\x12\x18\n\x07k_steps\x18\x01 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03\x12\x1b\n\nbegin_step\x18\x02 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03:F\xaa\xbb\x18\x42torch offers it as PostLocalSGDOptimizer (torch.distributed.optim)\"\xa3\x01\n\x16\x41\x64\x61ptiveLocalSGDConfig\x12\x1d\n\x0cinit_k_steps\x18\x01 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03\x12\x1b\n\nbegin_step\x18\x02 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03:M\xaa\xbb\x18Itorch offers local SGD as PostLocalSGDOptimizer (torch.distributed.optim)\"\xa8\x01\n\tDGCConfig\x12\"\n\x11rampup_begin_step\x18\x01 \x01(\x05:\x01\x30\x42\x04\xc8\xb5\x18\x03\x12\x1c\n\x0brampup_step\x18\x02 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03\x12\x16\n\x08sparsity\x18\x03 \x03(\x02\x42\x04\xc8\xb5\x18\x03:A\xaa\xbb\x18=torch\'s DDP communication hooks (PowerSGD) compress gradients\"\xd5\x01\n\nLarsConfig\x12\x1f\n\nlars_coeff\x18\x01 \x01(\x02:\x05\x30.001B\x04\xc8\xb5\x18\x03\x12\'\n\x11lars_weight_decay\x18\x02 \x01(\x02:\x06\x30.0005B\x04\xc8\xb5\x18\x03\x12\x18\n\x07\x65psilon\x18\x03 \x01(\x02:\x01\x30\x42\x04\xc8\xb5\x18\x03\x12\'\n\x19\x65xclude_from_weight_decay\x18\x04 \x03(\tB\x04\xc8\xb5\x18\x03::\xaa\xbb\x18\x36wrap a LARS torch optimizer in HybridParallelOptimizer\"\x98\x01\n\nLambConfig\x12%\n\x11lamb_weight_decay\x18\x01 \x01(\x02:\x04\x30.01B\x04\xc8\xb5\x18\x03\x12\'\n\x19\x65xclude_from_weight_decay\x18\x02 \x03(\tB\x04\xc8\xb5\x18\x03::\xaa\xbb\x18\x36wrap a LAMB torch optimizer in HybridParallelOptimizer\"\xd9\x01\n\tQatConfig\x12(\n\x14\x63hannel_wise_abs_max\x18\x01 \x01(\x08:\x04trueB\x04\xc8\xb5\x18\x03\x12\x1c\n\x0bweight_bits\x18\x02 \x01(\x05:\x01\x38\x42\x04\xc8\xb5\x18\x03\x12 \n\x0f\x61\x63tivation_bits\x18\x03 \x01(\x05:\x01\x38\x42\x04\xc8\xb5\x18\x03\x12\x1f\n\x11not_quant_pattern\x18\x04 \x03(\tB\x04\xc8\xb5\x18\x03\x12\x14\n\x04\x61lgo\x18\x05 \x01(\t:\x00\x42\x04\xc8\xb5\x18\x03:+\xaa\xbb\x18\'use torch.ao.quantization (prepare_qat)')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0etraining.proto\x12\x14\x64istributed_strategy\x1a\x16strategy_options.proto\"\xc4\x07\n\tAMPConfig\x12&\n\x11init_loss_scaling\x18\x01 \x01(\x02:\x05\x33\x32\x37\x36\x38\x42\x04\xc8\xb5\x18\x01\x12&\n\x12incr_every_n_steps\x18\x02 \x01(\x05:\x04\x31\x30\x30\x30\x42\x04\xc8\xb5\x18\x01\x12(\n\x17\x64\x65\x63r_every_n_nan_or_inf\x18\x03 \x01(\x05:\x01\x32\x42\x04\xc8\xb5\x18\x01\x12\x1b\n\nincr_ratio\x18\x04 \x01(\x02:\x01\x32\x42\x04\xc8\xb5\x18\x01\x12\x1d\n\ndecr_ratio\x18\x05 \x01(\x02:\x03\x30.8B\x04\xc8\xb5\x18\x01\x12,\n\x18use_dynamic_loss_scaling\x18\x06 \x01(\x08:\x04trueB\x04\xc8\xb5\x18\x01\x12s\n\x11\x63ustom_white_list\x18\x07 \x03(\tBX\xc8\xb5\x18\x02\xd2\xb5\x18Pthe lists name Paddle operators; torch.autocast has its own per-op casting rules\x12s\n\x11\x63ustom_black_list\x18\x08 \x03(\tBX\xc8\xb5\x18\x02\xd2\xb5\x18Pthe lists name Paddle operators; torch.autocast has its own per-op casting rules\x12j\n\x15\x63ustom_black_varnames\x18\t \x03(\tBK\xc8\xb5\x18\x02\xd2\xb5\x18\x43names Paddle static-graph variables; nothing in PyTorch corresponds\x12\"\n\ruse_pure_fp16\x18\n \x01(\x08:\x05\x66\x61lseB\x04\xc8\xb5\x18\x01\x12[\n\x0euse_fp16_guard\x18\x0b \x01(\x08:\x04trueB=\xc8\xb5\x18\x02\xd2\xb5\x18\x35\x66p16_guard scopes exist only in Paddle\'s static graph\x12\'\n\x12use_optimizer_fp16\x18\x0c \x01(\x08:\x05\x66\x61lseB\x04\xc8\xb5\x18\x03\x12\"\n\ruse_pure_bf16\x18\r \x01(\x08:\x05\x66\x61lseB\x04\xc8\xb5\x18\x01\x12\x34\n\x05\x64type\x18\xe8\x07 \x01(\t:\x07\x66loat16B\x1b\xb2\xb5\x18\x07\x66loat16\xb2\xb5\x18\x08\x62\x66loat16\xc8\xb5\x18\x01:y\xaa\xbb\x18ukeep the optimizer state in fp32 (HybridParallelOptimizer\'s fp32 masters do); fp16 optimizer state is not implemented\"\xa0\x04\n\x0fRecomputeConfig\x12\x19\n\x0b\x63heckpoints\x18\x01 \x03(\tB\x04\xc8\xb5\x18\x01\x12p\n\x0e\x65nable_offload\x18\x02 \x01(\x08:\x05\x66\x61lseBQ\xc8\xb5\x18\x03\xd2\xb5\x18Itorch.autograd.graph.save_on_cpu() keeps saved activations in host memory\x12u\n\x10\x63heckpoint_shape\x18\x03 \x03(\x05\x42[\xc8\xb5\x18\x02\xd2\xb5\x18Sshapes for Paddle\'s static-graph offload buffers; nothing to preallocate in PyTorch\x12q\n\renable_tuning\x18\x04 \x01(\x08:\x05\x66\x61lseBS\xc8\xb5\x18\x02\xd2\xb5\x18KPaddle\'s static-graph auto-tuning of recompute; nothing in PyTorch reads it\x12\x95\x01\n\x14refined_ops_patterns\x18\x05 \x03(\x0b\x32\'.distributed_strategy.RefinedOpsPatternBN\xc8\xb5\x18\x02\xd2\xb5\x18\x46refined recompute names Paddle ops, which have no counterpart in torch\"\xbb\x01\n\x11RefinedOpsPattern\x12\x16\n\x08main_ops\x18\x01 \x03(\tB\x04\xc8\xb5\x18\x02\x12\x14\n\x03num\x18\x02 \x01(\x05:\x01\x30\x42\x04\xc8\xb5\x18\x02\x12\x15\n\x07pre_ops\x18\x03 \x03(\tB\x04\xc8\xb5\x18\x02\x12\x15\n\x07suf_ops\x18\x04 \x03(\tB\x04\xc8\xb5\x18\x02:J\xaa\xbb\x18\x46refined recompute names Paddle ops, which have no counterpart in torch\"L\n\x13GradientMergeConfig\x12\x1c\n\x07k_steps\x18\x01 \x01(\x05:\x01\x31\x42\x08\x98\xb5\x18\x01\xc8\xb5\x18\x01\x12\x17\n\x03\x61vg\x18\x02 \x01(\x08:\x04trueB\x04\xc8\xb5\x18\x01\"\x8f\x01\n\x0eLocalSGDConfig\x12\x18\n\x07k_steps\x18\x01 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03\x12\x1b\n\nbegin_step\x18\x02 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03:F\xaa\xbb\x18\x42torch offers it as PostLocalSGDOptimizer (torch.distributed.optim)\"\xa3\x01\n\x16\x41\x64\x61ptiveLocalSGDConfig\x12\x1d\n\x0cinit_k_steps\x18\x01 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03\x12\x1b\n\nbegin_step\x18\x02 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03:M\xaa\xbb\x18Itorch offers local SGD as PostLocalSGDOptimizer (torch.distributed.optim)\"\xa8\x01\n\tDGCConfig\x12\"\n\x11rampup_begin_step\x18\x01 \x01(\x05:\x01\x30\x42\x04\xc8\xb5\x18\x03\x12\x1c\n\x0brampup_step\x18\x02 \x01(\x05:\x01\x31\x42\x04\xc8\xb5\x18\x03\x12\x16\n\x08sparsity\x18\x03 \x03(\x02\x42\x04\xc8\xb5\x18\x03:A\xaa\xbb\x18=torch\'s DDP communication hooks (PowerSGD) compress gradients\"\xd5\x01\n\nLarsConfig\x12\x1f\n\nlars_coeff\x18\x01 \x01(\x02:\x05\x30.001B\x04\xc8\xb5\x18\x03\x12\'\n\x11lars_weight_decay\x18\x02 \x01(\x02:\x06\x30.0005B\x04\xc8\xb5\x18\x03\x12\x18\n\x07\x65psilon\x18\x03 \x01(\x02:\x01\x30\x42\x04\xc8\xb5\x18\x03\x12\'\n\x19\x65xclude_from_weight_decay\x18\x04 \x03(\tB\x04\xc8\xb5\x18\x03::\xaa\xbb\x18\x36wrap a LARS torch optimizer in HybridParallelOptimizer\"\x98\x01\n\nLambConfig\x12%\n\x11lamb_weight_decay\x18\x01 \x01(\x02:\x04\x30.01B\x04\xc8\xb5\x18\x03\x12\'\n\x19\x65xclude_from_weight_decay\x18\x02 \x03(\tB\x04\xc8\xb5\x18\x03::\xaa\xbb\x18\x36wrap a LAMB torch optimizer in HybridParallelOptimizer\"\xd9\x01\n\tQatConfig\x12(\n\x14\x63hannel_wise_abs_max\x18\x01 \x01(\x08:\x04trueB\x04\xc8\xb5\x18\x03\x12\x1c\n\x0bweight_bits\x18\x02 \x01(\x05:\x01\x38\x42\x04\xc8\xb5\x18\x03\x12 \n\x0f\x61\x63tivation_bits\x18\x03 \x01(\x05:\x01\x38\x42\x04\xc8\xb5\x18\x03\x12\x1f\n\x11not_quant_pattern\x18\x04 \x03(\tB\x04\xc8\xb5\x18\x03\x12\x14\n\x04\x61lgo\x18\x05 \x01(\t:\x00\x42\x04\xc8\xb5\x18\x03:+\xaa\xbb\x18\'use torch.ao.quantization (prepare_qat)')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,17 +33,17 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'training_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_AMPCONFIG'].fields_by_name['init_loss_scaling']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['init_loss_scaling']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['init_loss_scaling']._serialized_options = b'\310\265\030\001'
   _globals['_AMPCONFIG'].fields_by_name['incr_every_n_steps']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['incr_every_n_steps']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['incr_every_n_steps']._serialized_options = b'\310\265\030\001'
   _globals['_AMPCONFIG'].fields_by_name['decr_every_n_nan_or_inf']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['decr_every_n_nan_or_inf']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['decr_every_n_nan_or_inf']._serialized_options = b'\310\265\030\001'
   _globals['_AMPCONFIG'].fields_by_name['incr_ratio']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['incr_ratio']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['incr_ratio']._serialized_options = b'\310\265\030\001'
   _globals['_AMPCONFIG'].fields_by_name['decr_ratio']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['decr_ratio']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['decr_ratio']._serialized_options = b'\310\265\030\001'
   _globals['_AMPCONFIG'].fields_by_name['use_dynamic_loss_scaling']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['use_dynamic_loss_scaling']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['use_dynamic_loss_scaling']._serialized_options = b'\310\265\030\001'
   _globals['_AMPCONFIG'].fields_by_name['custom_white_list']._loaded_options = None
   _globals['_AMPCONFIG'].fields_by_name['custom_white_list']._serialized_options = b'\310\265\030\002\322\265\030Pthe lists name Paddle operators; torch.autocast has its own per-op casting rules'
   _globals['_AMPCONFIG'].fields_by_name['custom_black_list']._loaded_options = None
@@ -51,17 +51,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_AMPCONFIG'].fields_by_name['custom_black_varnames']._loaded_options = None
   _globals['_AMPCONFIG'].fields_by_name['custom_black_varnames']._serialized_options = b'\310\265\030\002\322\265\030Cnames Paddle static-graph variables; nothing in PyTorch corresponds'
   _globals['_AMPCONFIG'].fields_by_name['use_pure_fp16']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['use_pure_fp16']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['use_pure_fp16']._serialized_options = b'\310\265\030\001'
   _globals['_AMPCONFIG'].fields_by_name['use_fp16_guard']._loaded_options = None
   _globals['_AMPCONFIG'].fields_by_name['use_fp16_guard']._serialized_options = b'\310\265\030\002\322\265\0305fp16_guard scopes exist only in Paddle\'s static graph'
   _globals['_AMPCONFIG'].fields_by_name['use_optimizer_fp16']._loaded_options = None
   _globals['_AMPCONFIG'].fields_by_name['use_optimizer_fp16']._serialized_options = b'\310\265\030\003'
   _globals['_AMPCONFIG'].fields_by_name['use_pure_bf16']._loaded_options = None
-  _globals['_AMPCONFIG'].fields_by_name['use_pure_bf16']._serialized_options = b'\310\265\030\003'
+  _globals['_AMPCONFIG'].fields_by_name['use_pure_bf16']._serialized_options = b'\310\265\030\001'
+  _globals['_AMPCONFIG'].fields_by_name['dtype']._loaded_options = None
+  _globals['_AMPCONFIG'].fields_by_name['dtype']._serialized_options = b'\262\265\030\007float16\262\265\030\010bfloat16\310\265\030\001'
   _globals['_AMPCONFIG']._loaded_options = None
-  _globals['_AMPCONFIG']._serialized_options = b'\252\273\030grun the forward under torch.autocast and scale the loss with torch.amp.GradScaler in your training loop'
+  _globals['_AMPCONFIG']._serialized_options = b'\252\273\030ukeep the optimizer state in fp32 (HybridParallelOptimizer\'s fp32 masters do); fp16 optimizer state is not implemented'
   _globals['_RECOMPUTECONFIG'].fields_by_name['checkpoints']._loaded_options = None
-  _globals['_RECOMPUTECONFIG'].fields_by_name['checkpoints']._serialized_options = b'\310\265\030\003\322\265\030Kwrap the blocks with torch.utils.checkpoint.checkpoint(use_reentrant=False)'
+  _globals['_RECOMPUTECONFIG'].fields_by_name['checkpoints']._serialized_options = b'\310\265\030\001'
   _globals['_RECOMPUTECONFIG'].fields_by_name['enable_offload']._loaded_options = None
   _globals['_RECOMPUTECONFIG'].fields_by_name['enable_offload']._serialized_options = b'\310\265\030\003\322\265\030Itorch.autograd.graph.save_on_cpu() keeps saved activations in host memory'
   _globals['_RECOMPUTECONFIG'].fields_by_name['checkpoint_shape']._loaded_options = None
@@ -81,11 +83,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REFINEDOPSPATTERN']._loaded_options = None
   _globals['_REFINEDOPSPATTERN']._serialized_options = b'\252\273\030Frefined recompute names Paddle ops, which have no counterpart in torch'
   _globals['_GRADIENTMERGECONFIG'].fields_by_name['k_steps']._loaded_options = None
-  _globals['_GRADIENTMERGECONFIG'].fields_by_name['k_steps']._serialized_options = b'\310\265\030\003'
+  _globals['_GRADIENTMERGECONFIG'].fields_by_name['k_steps']._serialized_options = b'\230\265\030\001\310\265\030\001'
   _globals['_GRADIENTMERGECONFIG'].fields_by_name['avg']._loaded_options = None
-  _globals['_GRADIENTMERGECONFIG'].fields_by_name['avg']._serialized_options = b'\310\265\030\003'
-  _globals['_GRADIENTMERGECONFIG']._loaded_options = None
-  _globals['_GRADIENTMERGECONFIG']._serialized_options = b'\252\273\030Acall backward() k times before opt.step() to accumulate gradients'
+  _globals['_GRADIENTMERGECONFIG'].fields_by_name['avg']._serialized_options = b'\310\265\030\001'
   _globals['_LOCALSGDCONFIG'].fields_by_name['k_steps']._loaded_options = None
   _globals['_LOCALSGDCONFIG'].fields_by_name['k_steps']._serialized_options = b'\310\265\030\003'
   _globals['_LOCALSGDCONFIG'].fields_by_name['begin_step']._loaded_options = None
@@ -135,23 +135,23 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_QATCONFIG']._loaded_options = None
   _globals['_QATCONFIG']._serialized_options = b'\252\273\030\'use torch.ao.quantization (prepare_qat)'
   _globals['_AMPCONFIG']._serialized_start=65
-  _globals['_AMPCONFIG']._serialized_end=961
-  _globals['_RECOMPUTECONFIG']._serialized_start=964
-  _globals['_RECOMPUTECONFIG']._serialized_end=1587
-  _globals['_REFINEDOPSPATTERN']._serialized_start=1590
-  _globals['_REFINEDOPSPATTERN']._serialized_end=1777
-  _globals['_GRADIENTMERGECONFIG']._serialized_start=1780
-  _globals['_GRADIENTMERGECONFIG']._serialized_end=1923
-  _globals['_LOCALSGDCONFIG']._serialized_start=1926
-  _globals['_LOCALSGDCONFIG']._serialized_end=2069
-  _globals['_ADAPTIVELOCALSGDCONFIG']._serialized_start=2072
-  _globals['_ADAPTIVELOCALSGDCONFIG']._serialized_end=2235
-  _globals['_DGCCONFIG']._serialized_start=2238
-  _globals['_DGCCONFIG']._serialized_end=2406
-  _globals['_LARSCONFIG']._serialized_start=2409
-  _globals['_LARSCONFIG']._serialized_end=2622
-  _globals['_LAMBCONFIG']._serialized_start=2625
-  _globals['_LAMBCONFIG']._serialized_end=2777
-  _globals['_QATCONFIG']._serialized_start=2780
-  _globals['_QATCONFIG']._serialized_end=2997
+  _globals['_AMPCONFIG']._serialized_end=1029
+  _globals['_RECOMPUTECONFIG']._serialized_start=1032
+  _globals['_RECOMPUTECONFIG']._serialized_end=1576
+  _globals['_REFINEDOPSPATTERN']._serialized_start=1579
+  _globals['_REFINEDOPSPATTERN']._serialized_end=1766
+  _globals['_GRADIENTMERGECONFIG']._serialized_start=1768
+  _globals['_GRADIENTMERGECONFIG']._serialized_end=1844
+  _globals['_LOCALSGDCONFIG']._serialized_start=1847
+  _globals['_LOCALSGDCONFIG']._serialized_end=1990
+  _globals['_ADAPTIVELOCALSGDCONFIG']._serialized_start=1993
+  _globals['_ADAPTIVELOCALSGDCONFIG']._serialized_end=2156
+  _globals['_DGCCONFIG']._serialized_start=2159
+  _globals['_DGCCONFIG']._serialized_end=2327
+  _globals['_LARSCONFIG']._serialized_start=2330
+  _globals['_LARSCONFIG']._serialized_end=2543
+  _globals['_LAMBCONFIG']._serialized_start=2546
+  _globals['_LAMBCONFIG']._serialized_end=2698
+  _globals['_QATCONFIG']._serialized_start=2701
+  _globals['_QATCONFIG']._serialized_end=2918
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AMPConfig(_message.Message):
-    __slots__ = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_or_inf", "incr_ratio", "decr_ratio", "use_dynamic_loss_scaling", "custom_white_list", "custom_black_list", "custom_black_varnames", "use_pure_fp16", "use_fp16_guard", "use_optimizer_fp16", "use_pure_bf16")
+    __slots__ = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_or_inf", "incr_ratio", "decr_ratio", "use_dynamic_loss_scaling", "custom_white_list", "custom_black_list", "custom_black_varnames", "use_pure_fp16", "use_fp16_guard", "use_optimizer_fp16", "use_pure_bf16", "dtype")
     INIT_LOSS_SCALING_FIELD_NUMBER: _ClassVar[int]
     INCR_EVERY_N_STEPS_FIELD_NUMBER: _ClassVar[int]
     DECR_EVERY_N_NAN_OR_INF_FIELD_NUMBER: _ClassVar[int]
@@ -22,6 +22,7 @@ class AMPConfig(_message.Message):
     USE_FP16_GUARD_FIELD_NUMBER: _ClassVar[int]
     USE_OPTIMIZER_FP16_FIELD_NUMBER: _ClassVar[int]
     USE_PURE_BF16_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
     init_loss_scaling: float
     incr_every_n_steps: int
     decr_every_n_nan_or_inf: int
@@ -35,7 +36,8 @@ class AMPConfig(_message.Message):
     use_fp16_guard: bool
     use_optimizer_fp16: bool
     use_pure_bf16: bool
-    def __init__(self, init_loss_scaling: _Optional[float] = ..., incr_every_n_steps: _Optional[int] = ..., decr_every_n_nan_or_inf: _Optional[int] = ..., incr_ratio: _Optional[float] = ..., decr_ratio: _Optional[float] = ..., use_dynamic_loss_scaling: _Optional[bool] = ..., custom_white_list: _Optional[_Iterable[str]] = ..., custom_black_list: _Optional[_Iterable[str]] = ..., custom_black_varnames: _Optional[_Iterable[str]] = ..., use_pure_fp16: _Optional[bool] = ..., use_fp16_guard: _Optional[bool] = ..., use_optimizer_fp16: _Optional[bool] = ..., use_pure_bf16: _Optional[bool] = ...) -> None: ...
+    dtype: str
+    def __init__(self, init_loss_scaling: _Optional[float] = ..., incr_every_n_steps: _Optional[int] = ..., decr_every_n_nan_or_inf: _Optional[int] = ..., incr_ratio: _Optional[float] = ..., decr_ratio: _Optional[float] = ..., use_dynamic_loss_scaling: _Optional[bool] = ..., custom_white_list: _Optional[_Iterable[str]] = ..., custom_black_list: _Optional[_Iterable[str]] = ..., custom_black_varnames: _Optional[_Iterable[str]] = ..., use_pure_fp16: _Optional[bool] = ..., use_fp16_guard: _Optional[bool] = ..., use_optimizer_fp16: _Optional[bool] = ..., use_pure_bf16: _Optional[bool] = ..., dtype: _Optional[str] = ...) -> None: ...
 
 class RecomputeConfig(_message.Message):
     __slots__ = ("checkpoints", "enable_offload", "checkpoint_shape", "enable_tuning", "refined_ops_patterns")

@@ -82,43 +82,70 @@ def test_files_that_set_only_implemented_fields_resolve_strictly_without_notes_o
     assert all("no effect" not in note for note in resolved.notes)
 
 
-LLAMA_UNIMPLEMENTED = [
-    (1, 1, "amp = true", "torch.autocast"),
-    (2, 1, "recompute = true", "torch.utils.checkpoint.checkpoint"),
-    (4, 3, "amp_configs.init_loss_scaling = 1024", "torch.amp.GradScaler"),
-    (5, 3, "amp_configs.use_pure_bf16 = true", "torch.autocast"),
-]
-STATIC_UNIMPLEMENTED = [
-    (1, 1, "amp = true", "torch.autocast"),
-    (2, 1, "recompute = true", "torch.utils.checkpoint"),
-    (3, 1, "gradient_merge = true", "backward() k times"),
-    (6, 3, 'recompute_configs.checkpoints = ["fc_0.tmp_0", "fc_1.tmp_0"]', "torch.utils.checkpoint"),
-    (10, 3, "amp_configs.incr_every_n_steps = 500", "GradScaler"),
-    (11, 3, "amp_configs.decr_ratio = 0.5", "GradScaler"),
-    (17, 3, "gradient_merge_configs.k_steps = 4", "backward() k times"),
+# A file a Paddle user could write with features this project does not implement (yet).
+LEGACY = """localsgd: true
+sync_batch_norm: true
+hybrid_configs {
+  pp_degree: 2
+}
+amp: true
+amp_configs {
+  use_optimizer_fp16: true
+}
+"""
+LEGACY_UNIMPLEMENTED = [
+    (1, 1, "localsgd = true", "PostLocalSGDOptimizer"),
+    (2, 1, "sync_batch_norm = true", "torch.nn.SyncBatchNorm.convert_sync_batchnorm"),
+    (4, 3, "hybrid_configs.pp_degree = 2", "torch.distributed.pipelining"),
+    (8, 3, "amp_configs.use_optimizer_fp16 = true", "fp32 masters"),
 ]
 
 
-@pytest.mark.parametrize(("case", "expected"), [("llama_tp2_sp", LLAMA_UNIMPLEMENTED), ("static_amp_merge", STATIC_UNIMPLEMENTED)])
-def test_strict_resolve_names_every_not_implemented_setting_at_its_line(case, expected):
-    path = PADDLE_FIXTURES / f"{case}.prototxt"
-    s = strategy.load(path, overrides=SEQUENCE_PARALLEL)  # loading is lossless: resolving judges what the runtime can do
+def test_strict_resolve_names_every_not_implemented_setting_at_its_line(write):
+    path = write("legacy.prototxt", LEGACY)
+    s = strategy.load(path)  # loading is lossless: resolving judges what the runtime can do
     with pytest.raises(strategy.StrategyError) as caught:
-        strategy.resolve(s, world_size=2)
+        strategy.resolve(s, world_size=4)
     e = caught.value
-    assert (e.source, e.line, e.column, e.field) == (str(path), 1, 1, "amp")
+    assert (e.source, e.line, e.column, e.field) == (str(path), 1, 1, "localsgd")
     lines = str(e).splitlines()
-    assert len(lines) == len(expected)
-    for line, (row, col, setting, hint) in zip(lines, expected):
+    assert len(lines) == len(LEGACY_UNIMPLEMENTED)
+    for line, (row, col, setting, hint) in zip(lines, LEGACY_UNIMPLEMENTED):
         assert line.startswith(f"{path}:{row}:{col}: {setting} is not implemented by this project; "), line
         assert hint in line
+
+
+def test_warn_resolves_them_as_their_defaults_with_a_located_warning_each(write):
+    path = write("legacy.prototxt", LEGACY)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resolved = strategy.resolve(strategy.load(path), world_size=2, policy="warn")
+    ignored = [str(w.message).split(": ")[0] for w in caught if "ignored (policy 'warn')" in str(w.message)]
+    assert ignored == [f"{path}:{row}:{col}" for row, col, *_ in LEGACY_UNIMPLEMENTED]
+    assert resolved.pp_degree == 1 and resolved.dp_degree == 2 and resolved.amp.enabled
+
+
+@pytest.mark.parametrize("case", ["llama_tp2_sp", "static_amp_merge"])
+def test_the_amp_recompute_and_merge_files_resolve_strictly(case):
+    overrides = SEQUENCE_PARALLEL if case == "llama_tp2_sp" else []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resolved = strategy.resolve(strategy.load(PADDLE_FIXTURES / f"{case}.prototxt", overrides=overrides), world_size=2)
+    assert resolved.amp.enabled and resolved.recompute.enabled
+    if case == "llama_tp2_sp":
+        assert (resolved.amp.dtype, resolved.amp.pure, resolved.amp.loss_scaling) == ("bfloat16", True, False)
+        assert "amp_configs.init_loss_scaling is set but has no effect: bfloat16 needs no loss scaling." in resolved.notes
+        assert resolved.mp.sequence_parallel and resolved.mp.recompute_allgather and resolved.mp.sp_async_reduce_scatter
+    else:
+        assert (resolved.amp.dtype, resolved.amp.incr_every_n_steps, resolved.amp.decr_ratio) == ("float16", 500, 0.5)
+        assert (resolved.gradient_merge.k_steps, resolved.gradient_merge.avg) == (4, True)
+        assert resolved.recompute.checkpoints == ("fc_0.tmp_0", "fc_1.tmp_0")
 
 
 def test_settings_that_only_change_defaults_or_sit_in_inactive_messages_never_error():
     # llama sets pp_configs.delay_scale_loss (pp_degree is 1) and explicit defaults (pp_degree: 1, tensor_fusion: false).
     s = strategy.load(PADDLE_FIXTURES / "llama_tp2_sp.prototxt", overrides=SEQUENCE_PARALLEL)
-    with pytest.warns(strategy.StrategyWarning):
-        resolved = strategy.resolve(s, world_size=2, policy="warn")
+    resolved = strategy.resolve(s, world_size=2)
     assert "hybrid_configs.pp_configs.delay_scale_loss is set but has no effect: hybrid_configs.pp_degree is 1." in resolved.notes
     assert "hybrid_configs.sharding_configs.tensor_fusion is set but has no effect: hybrid_configs.sharding_degree is 1." in resolved.notes
 
@@ -133,14 +160,12 @@ def test_parameter_server_file_resolves_with_notes_only():
 
 
 @pytest.mark.parametrize("case", PADDLE_CASES)
-def test_every_paddle_file_resolves_under_warn_with_a_located_warning_per_ignored_setting(case):
+def test_every_paddle_file_resolves_under_warn(case):
     path = PADDLE_FIXTURES / f"{case}.prototxt"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         resolved = strategy.resolve(strategy.load(path, policy="warn"), world_size=4 if "dp2" in case else 2, policy="warn")
-    ignored = [str(w.message) for w in caught if "ignored (policy 'warn')" in str(w.message)]
-    expected = {"llama_tp2_sp": LLAMA_UNIMPLEMENTED, "static_amp_merge": STATIC_UNIMPLEMENTED}.get(case, [])
-    assert [m.split(": ")[0] for m in ignored] == [f"{path}:{row}:{col}" for row, col, *_ in expected]
+    assert not [w for w in caught if "ignored (policy 'warn')" in str(w.message)]  # Paddle's files use what is implemented
     assert resolved.world_size == (4 if "dp2" in case else 2)
     if case == "llama_tp2_sp":  # Paddle's behaviour for flags whose requirement is off: off, here with a warning
         turned_off = [str(w.message).split(": ")[0] for w in caught if "resolving" in str(w.message)]

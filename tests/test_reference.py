@@ -19,5 +19,6 @@ def test_the_reference_page_has_every_message_and_field_with_its_status():
         section = page.split(f"\n## {message}\n", 1)[1].split("\n## ", 1)[0]
         for fact in fields:
             assert f"| {fact['number']} | `{fact['name']}` |" in section, f"{message}.{fact['name']}"
-    assert "| 2 | `amp` | bool | `false` | **not implemented**: run the forward under torch.autocast" in page
+    assert "| 4 | `localsgd` | bool | `false` | **not implemented**: torch offers it as PostLocalSGDOptimizer" in page
+    assert "| 2 | `amp` | bool | `false` | implemented |" in page
     assert schema.doc(schema.field_by_path("hybrid_configs.mp_configs.mp_skip_c_identity")[-1]) in page

@@ -153,15 +153,14 @@ def test_unknown_names_stay_errors_and_suggest_only_names_at_that_level():
 
 
 def test_explain_lists_every_set_field_with_its_status():
-    s = strategy.loads("a_sync: true amp: true hybrid_configs { mp_degree: 2 pp_configs { delay_scale_loss: true } }")
+    s = strategy.loads("a_sync: true localsgd: true hybrid_configs { mp_degree: 2 pp_configs { delay_scale_loss: true } }")
     text = strategy.explain(s, world_size=2)
     rows = {line.split()[0]: line.split(None, 3)[1:] for line in text.splitlines()[1:] if line and not line.startswith(" ")}
-    assert rows["amp"] == ["true", "set", "not implemented: run the forward under torch.autocast and scale the loss with "
-                                          "torch.amp.GradScaler"]
+    assert rows["localsgd"] == ["true", "set", "not implemented: torch offers it as PostLocalSGDOptimizer (torch.distributed.optim)"]
     assert rows["a_sync"][:2] == ["true", "set"] and rows["a_sync"][2].startswith("no effect in PyTorch: parameter-server")
     assert rows["hybrid_configs.pp_configs.delay_scale_loss"] == ["true", "set", "no effect: hybrid_configs.pp_degree is 1"]
     assert rows["hybrid_configs.mp_configs.need_broadcast_data"] == ["true", "default", "on"]
-    assert "localsgd" not in rows  # defaults of what is not implemented are left out
+    assert "dgc" not in rows  # defaults of what is not implemented are left out
 
 
 def test_a_loaded_strategy_changed_in_code_is_checked_again_when_resolved(write):

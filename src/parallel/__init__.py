@@ -4,6 +4,7 @@
 settings from the group it makes current (or the `hcg=` they are given).
 """
 
+from .amp import autocast, cast_for_amp
 from .checkpoint import Checkpoint, full_state_dict, load, save
 from .column import ColumnParallelLinear
 from .comm import CollectiveError
@@ -14,6 +15,7 @@ from .groups import HybridGroup, communicator_options, current, destroy, init
 from .optimizer import HybridParallelOptimizer, add_main_grad
 from .parallelize import parallelize
 from .replicas import ReplicaMismatchError, check_replicas
+from .recompute import apply_recompute
 from .row import RowParallelLinear
 from .sequence import gather_from_sequence, mark_sequence_parallel, reduce_sequence_parallel_grads, scatter_to_sequence
 from .sharding import is_sharded
@@ -29,7 +31,10 @@ __all__ = [
     "RowParallelLinear",
     "VocabParallelEmbedding",
     "add_main_grad",
+    "apply_recompute",
+    "autocast",
     "broadcast_data",
+    "cast_for_amp",
     "check_replicas",
     "communicator_options",
     "current",

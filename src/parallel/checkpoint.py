@@ -126,6 +126,7 @@ def save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
             "format": FORMAT, "step": step, "extra": extra,
             "strategy": _strategy_text(hcg), "layout": _layout(hcg),
             "param_groups": _param_groups(optimizer, model) if optimizer is not None else None,
+            "optimizer_extra": optimizer.extra_state() if hasattr(optimizer, "extra_state") else None,
         }
         _write_marker(partial / MARKER, meta)
         _commit(partial, target)
@@ -214,6 +215,8 @@ def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
     _copy_back(state, model, optimizer)
     if optimizer is not None:
         _restore_hyperparameters(optimizer, meta["param_groups"])
+        if meta.get("optimizer_extra") and hasattr(optimizer, "load_extra_state"):
+            optimizer.load_extra_state(meta["optimizer_extra"])  # the loss scaler, the gradient-merge position
     now = _layout(hcg)
     then = meta["layout"]
     changed = [f"{k} {then[k]} -> {now[k]}" for k in ("dp", "mp") if then[k] != now[k]]

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from .amp import LossScaler, found_nonfinite
 from .clipping import clip_by_global_norm
 from .comm import guard
 from .groups import HybridGroup, current
@@ -72,6 +73,12 @@ class HybridParallelOptimizer:
         self.settings = hcg.resolved.mp
         self._model_params: list[nn.Parameter] = [p for g in optimizer.param_groups for p in g["params"]]
         self._reduced: list[tuple[nn.Parameter, torch.Tensor]] | None = None  # this step's reduced gradients
+        self._found_inf = False
+        amp = hcg.resolved.amp
+        self.scaler = LossScaler(amp) if amp.enabled and amp.loss_scaling else None
+        self.merge_steps = hcg.resolved.gradient_merge.k_steps
+        self._merge_avg = hcg.resolved.gradient_merge.avg
+        self._micro = 0  # optimizer steps taken since the last update (gradient merge)
         if hcg.dp_size > 1:
             # Start every replica from dp rank 0's values, as DDP does, whatever seed each rank used.
             _broadcast_coalesced([p.detach() for p in self._model_params], hcg.dp_group)
@@ -114,8 +121,45 @@ class HybridParallelOptimizer:
                     self._master[p].copy_(saved if saved is not None else p.detach().float())
                     self._synced_version[p] = p._version
 
+    # -- amp and gradient merge -----------------------------------------------------------------------
+    def scale(self, loss: torch.Tensor) -> torch.Tensor:
+        """`loss` times the current loss scale under fp16 amp (backward through it); `loss` itself otherwise.
+
+        Example::
+
+            opt.scale(loss).backward(); opt.step(); opt.zero_grad()
+        """
+        return loss * self.scaler.scale if self.scaler is not None else loss
+
+    @property
+    def loss_scale(self) -> float | None:
+        """The current loss scale (None without fp16 loss scaling)."""
+        return self.scaler.scale if self.scaler is not None else None
+
+    @property
+    def accumulating(self) -> bool:
+        """True while gradient merge is accumulating: the next `step()` will not update the parameters."""
+        return (self._micro + 1) % self.merge_steps != 0
+
+    @property
+    def skipped_last_step(self) -> bool:
+        """True when the last update was skipped because some rank's gradient held inf/NaN."""
+        return self._found_inf
+
+    def extra_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps besides tensors: the loss scaler and the gradient-merge position."""
+        return {"scaler": self.scaler.state_dict() if self.scaler else None, "micro_steps": self._micro}
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        if self.scaler is not None and state.get("scaler"):
+            self.scaler.load_state_dict(state["scaler"])
+        self._micro = int(state.get("micro_steps", 0))
+
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clear `.grad` everywhere; `main_grad` buffers are zeroed in place (they are reused)."""
+        """Clear `.grad` everywhere; `main_grad` buffers are zeroed in place (they are reused). While gradient
+        merge is accumulating (a step that did not update), nothing is cleared."""
+        if self._micro:
+            return
         self._reduced = None
         self.optimizer.zero_grad(set_to_none=set_to_none)
         for p in self._model_params:
@@ -140,6 +184,8 @@ class HybridParallelOptimizer:
 
             loss.backward(); norm = opt.clip_grad_norm_(1.0); opt.step(); opt.zero_grad()
         """
+        if self.accumulating:
+            return torch.zeros(())  # gradient merge: the k-th step clips the merged gradient
         return clip_by_global_norm(self._reduced_grads(), self.hcg, max_norm, norm_type, error_if_nonfinite=error_if_nonfinite)
 
     def _reduced_grads(self) -> list[tuple[nn.Parameter, torch.Tensor]]:
@@ -160,6 +206,11 @@ class HybridParallelOptimizer:
             all_reduce_coalesced([g for _, g in grads], self.hcg.dp_group, average=True)
         if self.settings.sync_grad:
             self._sync([g for p, g in grads if not is_sharded(p)])
+        # Unscale (fp16 loss scaling) and average the merged micro-steps in one multiplication.
+        divisor = (self.scaler.scale if self.scaler is not None else 1.0) * (self.merge_steps if self._merge_avg else 1)
+        if divisor != 1.0:
+            torch._foreach_mul_([g for _, g in grads], 1.0 / divisor)
+        self._found_inf = found_nonfinite([g for _, g in grads]) if self.scaler is not None else False
         self._reduced = grads
         return grads
 
@@ -167,9 +218,17 @@ class HybridParallelOptimizer:
     def step(self, closure: Any = None) -> Any:
         if closure is not None:
             raise ValueError("HybridParallelOptimizer.step does not take a closure: run forward/backward first")
+        if self.accumulating:  # gradient merge: keep accumulating, update on the k-th call
+            self._micro += 1
+            return None
+        self._micro = 0
         self._refresh_stale_masters()
         grads = self._reduced_grads()
         self._reduced = None
+        if self.scaler is not None:
+            self.scaler.update(self._found_inf)
+            if self._found_inf:  # every rank saw it (one all-reduce over the world): every rank skips
+                return None
         for p, g in grads:
             target = self._master.get(p, p)
             if target is not p or g is not p.grad:

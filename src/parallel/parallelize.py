@@ -20,6 +20,7 @@ from .column import ColumnParallelLinear
 from .data import broadcast_data
 from .embedding import VocabParallelEmbedding
 from .groups import HybridGroup, current
+from .recompute import apply_recompute
 from .plan import COLUMN, ROW, STRATEGY_FIELD, Match, match_plan, plan_for
 from .row import RowParallelLinear
 from .sequence import mark_sequence_parallel
@@ -81,6 +82,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         parent_name, _, child = m.name.rpartition(".")
         setattr(modules[parent_name], child, replacement)
     setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
+    apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
     if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1:
         model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
     return model

@@ -9,9 +9,12 @@ from .errors import StrategyError, StrategyWarning
 from .explain import explain
 from .formats import EXTENSIONS, FORMATS
 from .io import dump, dumps, from_dict, load, loads, to_dict
-from .resolution import TP_STYLES, MpSettings, Resolved, resolve
+from .resolution import TP_STYLES, AmpSettings, GradientMergeSettings, MpSettings, RecomputeSettings, Resolved, resolve
 
 __all__ = [
+    "AmpSettings",
+    "GradientMergeSettings",
+    "RecomputeSettings",
     "EXTENSIONS",
     "FORMATS",
     "DistributedStrategy",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass, field as dc_field
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field as dc_field, fields, replace
+from typing import Any, NamedTuple, cast
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -19,7 +19,8 @@ from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig, NCCLConfig, 
 from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import StrategyError, warn
 
-__all__ = ["TP_STYLES", "MpSettings", "Resolved", "resolve", "resolve_with_reasons"]
+__all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "RecomputeSettings", "Resolved", "resolve",
+           "resolve_with_reasons"]
 
 # The tensor-parallel styles a plan may name, as Hugging Face spells them ("colwise", ...): from the schema.
 TP_STYLES: tuple[str, ...] = tuple(v.name.lower() for v in TpStyle.DESCRIPTOR.values if v.number > 0)
@@ -48,6 +49,43 @@ class MpSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class AmpSettings:
+    """Effective mixed precision (`amp`, `amp_configs`).
+
+    `dtype` is the autocast dtype ("bfloat16" under use_pure_bf16 or amp_configs.dtype, else "float16");
+    `pure`: weights kept in that dtype (use_pure_fp16 / use_pure_bf16) with fp32 masters; `loss_scaling`: on for
+    float16 only. The scaler fields are amp_configs', with Paddle's meaning.
+    """
+
+    enabled: bool = False
+    dtype: str = "float16"
+    pure: bool = False
+    loss_scaling: bool = False
+    init_loss_scaling: float = 32768.0
+    incr_every_n_steps: int = 1000
+    decr_every_n_nan_or_inf: int = 2
+    incr_ratio: float = 2.0
+    decr_ratio: float = 0.8
+    use_dynamic_loss_scaling: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GradientMergeSettings:
+    """Effective gradient merge: one update every `k_steps` optimizer steps (1: every step), averaged if `avg`."""
+
+    k_steps: int = 1
+    avg: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecomputeSettings:
+    """Effective recompute: `checkpoints` are globs on module names, run under torch.utils.checkpoint."""
+
+    enabled: bool = False
+    checkpoints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Resolved:
     """The effective settings a runtime acts on.
 
@@ -69,6 +107,9 @@ class Resolved:
     mp: MpSettings
     nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
     tp_plan: tuple[tuple[str, str], ...] = ()
+    amp: AmpSettings = dc_field(default_factory=AmpSettings)
+    gradient_merge: GradientMergeSettings = dc_field(default_factory=GradientMergeSettings)
+    recompute: RecomputeSettings = dc_field(default_factory=RecomputeSettings)
     notes: tuple[str, ...] = ()
 
     @property
@@ -143,7 +184,9 @@ def resolve_with_reasons(
     nccl = _nccl(plan, hybrid, degrees, notes)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
-    return Resolved(**degrees, mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes)), reasons
+    training = _training(s, notes)
+    resolved = Resolved(**cast(dict[str, Any], degrees), mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes))
+    return replace(resolved, **training), reasons
 
 
 class _Axis(NamedTuple):
@@ -276,6 +319,42 @@ def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: 
                     notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
         effective[flag.name] = value
     return MpSettings(**{flag.setting: effective[flag.name] for flag in plan.flags})
+
+
+def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
+    """amp, gradient merge and recompute: each switch with its configs, read where the schema keeps them."""
+    out: dict[str, Any] = {}
+    for switch, configs, settings in _TRAINING:
+        if not getattr(s, switch):
+            continue
+        message = getattr(s, configs)
+        known = {f.name for f in fields(settings)}
+        values: dict[str, Any] = {f.name: (tuple(v) if f.is_repeated else v) for f in message.DESCRIPTOR.fields
+                                  if f.name in known and (v := getattr(message, f.name)) is not None}
+        if "enabled" in known:
+            values["enabled"] = True
+        out[switch] = settings(**values)
+    if "amp" in out:
+        out["amp"] = _amp_dtype(s, out["amp"], notes)
+    return out
+
+
+def _amp_dtype(s: DistributedStrategy, amp: AmpSettings, notes: list[str]) -> AmpSettings:
+    configs = s.amp_configs
+    bf16 = configs.use_pure_bf16 or configs.dtype == "bfloat16"
+    scaler_fields = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_or_inf", "incr_ratio", "decr_ratio",
+                     "use_dynamic_loss_scaling")
+    if bf16:
+        for name in scaler_fields:
+            if configs.HasField(name):
+                notes.append(f"amp_configs.{name} is set but has no effect: bfloat16 needs no loss scaling.")
+    return replace(amp, dtype="bfloat16" if bf16 else "float16", pure=configs.use_pure_bf16 or configs.use_pure_fp16,
+                   loss_scaling=not bf16)
+
+
+# (switch, its configs message field, the settings type): the three training techniques the runtime implements.
+_TRAINING = (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
+             ("recompute", "recompute_configs", RecomputeSettings))
 
 
 def _nccl(plan: _Plan, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dict[str, dict[str, Any]]:

@@ -94,10 +94,11 @@ def review(msg: Message, *, positions: dict[str, Location] | None = None, source
     """
     out = Review()
     _walk(msg, "", _IMPLEMENTED, None, positions or {}, source, out)
+    out.unsupported.sort(key=lambda f: (f.error.line is None, f.error.line or 0, f.error.column or 0))  # file order
     return out
 
 
-def _walk(msg: Message, prefix: str, inherited: Status, inactive: str | None,
+def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
           positions: dict[str, Location], source: str | None, out: Review) -> None:
     """`inherited`: the nearest status above `msg` that is not IMPLEMENTED (the status of its implemented fields)."""
     for f, value in msg.ListFields():
@@ -115,9 +116,9 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: str | None,
             continue  # the common case: nothing to say
         path = prefix + f.name
         if inactive:
-            out.effects[path] = f"no effect: {inactive}"
-            if st.support != IMPLEMENTED:  # resolution notes the implemented ones it gates off
-                out.notes.append(f"{path} is set but has no effect: {inactive}.")
+            out.effects[path] = f"no effect: {inactive.reason}"
+            if st.support != IMPLEMENTED or not inactive.by_degree:
+                out.notes.append(f"{path} is set but has no effect: {inactive.reason}.")
             continue
         if st.support == NO_EFFECT:
             out.effects[path] = f"no effect in PyTorch: {st.hint}"
@@ -129,12 +130,17 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: str | None,
             out.unsupported.append(Finding(path, StrategyError.at(where, text, field=path)))
 
 
-def _inactive(owner: Message, facts: _Facts, prefix: str) -> str | None:
+class _Gate(NamedTuple):
+    reason: str
+    by_degree: bool  # a degree of 1 (resolution notes the implemented flags it gates itself)
+
+
+def _inactive(owner: Message, facts: _Facts, prefix: str) -> _Gate | None:
     """Why nothing inside a message field of `owner` takes effect, or None when it is active."""
     if facts.gate_degree and getattr(owner, facts.gate_degree) <= 1:
-        return f"{prefix}{facts.gate_degree} is {getattr(owner, facts.gate_degree)}"
+        return _Gate(f"{prefix}{facts.gate_degree} is {getattr(owner, facts.gate_degree)}", True)
     if facts.gate_flag and not getattr(owner, facts.gate_flag):
-        return f"{prefix}{facts.gate_flag} is false"
+        return _Gate(f"{prefix}{facts.gate_flag} is false", False)
     return None
 
 

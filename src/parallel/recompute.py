@@ -1,0 +1,82 @@
+"""Recompute (activation checkpointing) of the modules the strategy names, with torch.utils.checkpoint.
+
+`recompute_configs.checkpoints` holds globs on module names, as plans do ("model.layers.*"). Each matching
+module's forward runs under non-reentrant checkpointing with the RNG state preserved, so dropout draws the
+same masks when the forward is recomputed in the backward.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+from typing import Any
+
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from strategy import StrategyError
+
+from .groups import HybridGroup, current
+
+__all__ = ["apply_recompute"]
+
+FIELD = "recompute_configs.checkpoints"
+_MARK = "_parallel_recompute"
+
+
+def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpoints: tuple[str, ...] | None = None) -> list[str]:
+    """Wrap the forward of each module whose name matches a glob of `recompute_configs.checkpoints` (or
+    `checkpoints`, given) in torch.utils.checkpoint; returns the names wrapped. A no-op when `recompute` is off.
+
+    Raises:
+        StrategyError: recompute is on and no glob is named, or a glob matches no module (saying what to name).
+    """
+    hcg = hcg or current()
+    settings = hcg.resolved.recompute
+    if checkpoints is None:
+        if not settings.enabled:
+            return []
+        checkpoints = settings.checkpoints
+    names = [n for n, _ in model.named_modules() if n]
+    if not checkpoints:
+        raise StrategyError(
+            f"recompute is on but {FIELD} names no modules; name the blocks to recompute with globs on module names, "
+            f"e.g. checkpoints: \"{_suggest(names)}\"", field=FIELD)
+    wrapped: list[str] = []
+    for pattern in checkpoints:
+        hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not hits:
+            raise StrategyError(f"{FIELD} glob {pattern!r} matches no module of {type(model).__name__} (names look like "
+                                f"{', '.join(repr(n) for n in names[:3])}; Paddle's variable names such as fc_0.tmp_0 do not "
+                                "exist in PyTorch)", field=FIELD)
+        wrapped += hits
+    modules = dict(model.named_modules())
+    done: list[str] = []
+    for name in sorted(set(wrapped)):
+        if any(name.startswith(parent + ".") for parent in done):
+            continue  # inside a module already recomputed as a whole
+        _wrap(modules[name])
+        done.append(name)
+    return done
+
+
+def _wrap(module: nn.Module) -> None:
+    if getattr(module, _MARK, False):
+        return
+    forward = module.forward
+
+    @functools.wraps(forward)
+    def recomputed(*args: Any, **kwargs: Any) -> Any:
+        return checkpoint(forward, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)
+
+    module.forward = recomputed  # type: ignore[method-assign]
+    setattr(module, _MARK, True)
+
+
+def _suggest(names: list[str]) -> str:
+    """A glob for the repeated blocks of a model (layers.*, blocks.*, h.*), else the first module."""
+    for n in names:
+        parts = n.split(".")
+        if len(parts) >= 2 and parts[-1].isdigit():
+            return ".".join(parts[:-1]) + ".*"
+    return names[0] if names else "layers.*"
