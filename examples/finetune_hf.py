@@ -5,7 +5,8 @@
 
 Without --model it builds a small Llama from a config (random init; nothing is downloaded); with
 --model DIR it loads a local checkpoint directory (save_pretrained output) and its tokenizer if it has one.
-`parallel.parallelize` applies the strategy's plan, or the model's own Hugging Face plan, with every mp flag.
+`parallel.parallelize` applies the strategy's plan, or the model's own Hugging Face plan, with every mp flag,
+and the strategy's recompute; the loop follows its amp (autocast, loss scaling) and gradient merge, and clips at 1.0.
 Writes the same outputs as train_gpt.py: the strategy as it ran, loss.png and summary.json.
 """
 
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     except strategy.StrategyError as e:
         print(e, file=sys.stderr)
         return 1
+    parallel.cast_for_amp(model)  # bf16/fp16 weights under amp_configs.use_pure_*, with fp32 masters in the optimizer
     if hcg.resolved.mp.fused_linear_param_grad_add:
         parallel.add_main_grad(model)
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0))
@@ -109,8 +111,10 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
         starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
         mine = starts[hcg.dp_rank * per_replica: (hcg.dp_rank + 1) * per_replica]
         ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
-        loss = model(input_ids=ids, labels=ids).loss  # the forward broadcasts ids from mp rank 0 when asked to
-        loss.backward()
+        with parallel.autocast():  # the strategy's amp
+            loss = model(input_ids=ids, labels=ids).loss  # the forward broadcasts ids from mp rank 0 when asked to
+        opt.scale(loss).backward()
+        opt.clip_grad_norm_(1.0)
         opt.step()
         opt.zero_grad()
         mean = loss.detach().clone()
