@@ -14,19 +14,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 import parallel
 import strategy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_gpt import corpus, effective_strategy, write_outputs  # noqa: E402  (the same data and outputs)
+from train_gpt import corpus, effective_strategy, global_mean, start, write_outputs  # noqa: E402  (the same data and outputs)
 
 
 def build_model(model_dir: Path | None, seq_len: int):
@@ -59,16 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--out", type=Path, default=Path("out/finetune"))
     args = p.parse_args(argv)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
-    try:
-        s = strategy.load(args.strategy, overrides=args.overrides)
-        hcg = parallel.init(s)
-    except strategy.StrategyError as e:
-        print(e, file=sys.stderr)
+    started = start(args)
+    if started is None:
         return 1
-    if args.batch_size % hcg.dp_size:
-        print(f"--batch-size {args.batch_size} is not divisible by dp_degree {hcg.dp_size}", file=sys.stderr)
-        return 1
+    s, hcg = started
     model, encode = build_model(args.model, args.seq_len)
     try:
         parallel.parallelize(model)
@@ -117,11 +109,7 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
         opt.clip_grad_norm_(1.0)
         opt.step()
         opt.zero_grad()
-        mean = loss.detach().clone()
-        if hcg.dp_size > 1:
-            dist.all_reduce(mean, group=hcg.dp_group)
-            mean /= hcg.dp_size
-        losses.append(float(mean))
+        losses.append(global_mean(loss, hcg))
         if bar:
             bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * (step + 1) / (time.perf_counter() - start):,.0f}")
             bar.update()

@@ -171,11 +171,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
             parallel.check_replicas(model)
         opt.step()
         opt.zero_grad()
-        mean = loss.detach().clone()
-        if hcg.dp_size > 1:
-            dist.all_reduce(mean, group=hcg.dp_group)
-            mean /= hcg.dp_size
-        losses.append(float(mean))
+        losses.append(global_mean(loss, hcg))
         if profiler:
             profiler.step()
         if bar:
@@ -241,6 +237,30 @@ def effective_strategy(s: strategy.DistributedStrategy, resolved: strategy.Resol
     return out
 
 
+def start(args: argparse.Namespace) -> tuple[strategy.DistributedStrategy, parallel.HybridGroup] | None:
+    """Threads per rank, the strategy (with --set overrides) and parallel.init; None after printing why not."""
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    try:
+        s = strategy.load(args.strategy, overrides=args.overrides)
+        hcg = parallel.init(s)
+    except strategy.StrategyError as e:
+        print(e, file=sys.stderr)
+        return None
+    if args.batch_size % hcg.dp_size:
+        print(f"--batch-size {args.batch_size} is not divisible by dp_degree {hcg.dp_size}", file=sys.stderr)
+        return None
+    return s, hcg
+
+
+def global_mean(loss: torch.Tensor, hcg: parallel.HybridGroup) -> float:
+    """The loss of the global batch: the mean over dp replicas (the same on every rank)."""
+    mean = loss.detach().float().clone()
+    if hcg.dp_size > 1:
+        dist.all_reduce(mean, group=hcg.dp_group)
+        mean /= hcg.dp_size
+    return float(mean)
+
+
 def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrategy, *, title: str = "train_gpt") -> None:
     import matplotlib
 
@@ -274,17 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-replicas", type=int, default=0, metavar="N",
                    help="every N steps, check that replicated parameters agree across ranks")
     args = p.parse_args(argv)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
-    try:
-        s = strategy.load(args.strategy, overrides=args.overrides)
-        hcg = parallel.init(s)
-    except strategy.StrategyError as e:
-        print(e, file=sys.stderr)
+    started = start(args)
+    if started is None:
         return 1
+    s, hcg = started
     cfg = Config(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, clip=args.clip)
-    if cfg.batch_size % hcg.dp_size:
-        print(f"--batch-size {cfg.batch_size} is not divisible by dp_degree {hcg.dp_size}", file=sys.stderr)
-        return 1
     lead = hcg.rank == 0
     if lead:
         print(strategy.explain(s, world_size=hcg.world_size), flush=True)

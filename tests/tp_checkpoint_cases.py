@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 import parallel
 from conftest import ROOT
@@ -86,11 +85,7 @@ def _next_loss(gpt, hcg, model, opt, step: int) -> float:
     opt.clip_grad_norm_(cfg.clip)
     opt.step()
     opt.zero_grad()
-    mean = loss.detach().clone()
-    if hcg.dp_size > 1:
-        dist.all_reduce(mean, group=hcg.dp_group)
-        mean /= hcg.dp_size
-    return float(mean)
+    return gpt.global_mean(loss, hcg)
 
 
 def load_gpt(mp: int, dp: int, steps: int, ckpt: str) -> dict:

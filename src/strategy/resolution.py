@@ -9,7 +9,7 @@ import functools
 import math
 import os
 from dataclasses import dataclass, field as dc_field, fields, replace
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 
@@ -107,9 +107,9 @@ class Resolved:
     mp: MpSettings
     nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
     tp_plan: tuple[tuple[str, str], ...] = ()
-    amp: AmpSettings = dc_field(default_factory=AmpSettings)
-    gradient_merge: GradientMergeSettings = dc_field(default_factory=GradientMergeSettings)
-    recompute: RecomputeSettings = dc_field(default_factory=RecomputeSettings)
+    amp: AmpSettings = AmpSettings()  # frozen: one shared default is safe
+    gradient_merge: GradientMergeSettings = GradientMergeSettings()
+    recompute: RecomputeSettings = RecomputeSettings()
     notes: tuple[str, ...] = ()
 
     @property
@@ -184,9 +184,8 @@ def resolve_with_reasons(
     nccl = _nccl(plan, hybrid, degrees, notes)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
-    training = _training(s, notes)
-    resolved = Resolved(**cast(dict[str, Any], degrees), mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes))
-    return replace(resolved, **training), reasons
+    fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
+    return Resolved(**fields_, mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes)), reasons
 
 
 class _Axis(NamedTuple):
