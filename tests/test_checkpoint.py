@@ -169,3 +169,7 @@ def test_a_rank_killed_mid_save_leaves_the_previous_checkpoint_whole(pools, tmp_
     assert len(debris) == 1 and not (debris[0] / "checkpoint.json").exists()
     message = pools(1).run(cases.load_error, 1, str(debris[0]), "none")[0][0]
     assert "not a finished checkpoint" in message
+
+
+def test_a_checkpoint_saved_before_the_first_step_loads_with_an_optimizer(pools, tmp_path):
+    assert pools(2).run(cases.save_before_the_first_step_then_load, str(tmp_path / "early")) == [0, 0]

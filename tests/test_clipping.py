@@ -37,3 +37,12 @@ def test_check_replicas_names_the_parameter_ranks_and_difference(pools):
     messages = pools(2).run(cases.replicas, 1, 2, True)
     assert messages[0] == messages[1]
     assert messages[0].startswith("down.bias differs across the mp group [0, 1]: ranks [1] differ from rank 0 by up to 0.001")
+
+
+def test_a_nan_on_one_rank_is_reported_on_every_rank_without_hanging(pools):
+    messages = pools(2).run(cases.replicas_with_a_nan_on_one_rank)
+    assert messages[0] == messages[1] and messages[0].startswith("norm.weight differs across the mp group [0, 1]: ranks [1]")
+
+
+def test_frozen_parameters_get_no_main_grad_and_no_update(pools):
+    assert pools(2).run(cases.frozen_parameters_stay_put_with_main_grad) == [True, True]

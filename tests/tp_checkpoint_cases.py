@@ -157,3 +157,18 @@ def load_small(path: str) -> dict:
     model = small_model(7)
     info = parallel.load(path, model)
     return {"step": info.step, "full": parallel.full_state_dict(model)}
+
+
+def save_before_the_first_step_then_load(path: str) -> int:
+    """A checkpoint with no optimizer state yet loads into an optimizer (which keeps no state either)."""
+    init(make_strategy(2))
+    model = small_model(0)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    parallel.save(path, model, opt, step=0)
+    fresh = small_model(1)
+    opt2 = parallel.HybridParallelOptimizer(torch.optim.AdamW(fresh.parameters(), lr=1e-3))
+    info = parallel.load(path, fresh, opt2)
+    for a, b in zip(model.parameters(), fresh.parameters()):
+        assert torch.equal(a, b)
+    assert not opt2.optimizer.state  # nothing invented
+    return info.step

@@ -85,3 +85,31 @@ def replicas(dp: int, mp: int, perturb: bool) -> str:
         return str(e)
     assert hcg.world_size == dp * mp
     return "ok"
+
+
+def replicas_with_a_nan_on_one_rank() -> str:
+    init(make_strategy(2))
+    torch.manual_seed(0)
+    model = Parallel()
+    if dist.get_rank() == 1:
+        with torch.no_grad():
+            model.norm.weight[0] = float("nan")
+    try:
+        parallel.check_replicas(model, grads=False)
+    except parallel.ReplicaMismatchError as e:
+        return str(e)
+    raise AssertionError("a NaN on one rank passed the check")
+
+
+def frozen_parameters_stay_put_with_main_grad() -> bool:
+    init(make_strategy(2, flags=(True, False, True)))
+    torch.manual_seed(0)
+    model = Parallel()
+    model.norm.weight.requires_grad_(False)
+    parallel.add_main_grad(model)
+    before = model.norm.weight.detach().clone()
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.5))
+    ids = torch.randint(0, V, (BATCH, SEQ))
+    model(ids, ids).backward()
+    opt.step()
+    return torch.equal(before, model.norm.weight) and getattr(model.norm.weight, "main_grad", None) is None

@@ -171,3 +171,12 @@ def plain_optimizer_is_stopped(world: int) -> list[str]:
         norm.zero_grad()
     assert hcg.mp_size == world
     return out
+
+
+def scattered_is_a_copy(world: int) -> bool:
+    init(sp_strategy(world))
+    x = torch.randn(S, B, IN, requires_grad=True)
+    local = parallel.scatter_to_sequence(x)
+    local.add_(1.0)  # in place, as a residual stream may be updated: must not touch x or fail
+    local.sum().backward()
+    return bool(torch.equal(x.grad, torch.ones_like(x)))

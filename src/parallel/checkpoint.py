@@ -76,9 +76,15 @@ def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict
     for name, p in model.named_parameters():
         owner = masters.get(p, p)
         for key, value in inner.state.get(owner, {}).items():
-            if torch.is_tensor(value):
-                shaped = value.shape == owner.shape and value.dim() > 0
-                out[f"state.{name}.{key}"] = _as_dtensor(value, p, hcg) if shaped else value
+            if not torch.is_tensor(value):
+                continue
+            shaped = value.shape == owner.shape and value.dim() > 0
+            if not shaped and value.dim() > 0 and getattr(p, SHARD_DIM, None) is not None:
+                # Per-shard state of another shape (Adafactor's row/column factors) differs across mp ranks:
+                # saved as if replicated it would come back as one rank's values.
+                raise ValueError(f"optimizer state {name}.{key} of shape {list(value.shape)} is not shaped like its "
+                                 f"sharded parameter {list(owner.shape)}: it cannot be checkpointed across mp ranks")
+            out[f"state.{name}.{key}"] = _as_dtensor(value, p, hcg) if shaped else value
         if p in masters:
             out[f"master.{name}"] = _as_dtensor(masters[p].detach(), p, hcg)
     return out
@@ -113,6 +119,7 @@ def save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
     json.dumps(extra)  # fail before writing anything, on every rank alike
     partial = _agree_on(target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:12]}", hcg)
     if hcg.rank == 0:
+        _recover(target)
         _remove_stale_partials(target)
         partial.mkdir(parents=True)
     dist.barrier()
@@ -152,6 +159,15 @@ def _write_marker(path: Path, meta: dict[str, Any]) -> None:
         json.dump(meta, f, indent=2)
         f.flush()
         os.fsync(f.fileno())
+
+
+def _recover(target: Path) -> None:
+    """A save killed between its two renames leaves the previous checkpoint as `.NAME.old-*`: put it back."""
+    if target.exists():
+        return
+    olds = [d for d in target.parent.glob(f".{target.name}.old-*") if (d / MARKER).is_file()]
+    if len(olds) == 1:
+        os.rename(olds[0], target)
 
 
 def _commit(partial: Path, target: Path) -> None:
@@ -201,19 +217,31 @@ def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
     """
     hcg = hcg or current()
     source = Path(path).absolute()
+    if hcg.rank == 0:
+        _recover(source)
+    dist.barrier()
     meta = read_marker(source)
     reader = dcp.FileSystemReader(str(source))
     saved = reader.read_metadata().state_dict_metadata
     state: dict[str, Any] = {"model": _model_state(model, hcg)}
+    fresh: list[Any] = []
     if optimizer is not None:
         if meta.get("param_groups") is None:
             raise ValueError(f"{source}: the checkpoint holds no optimizer state; load it without an optimizer")
-        _materialise_state(optimizer)
-        state["optimizer"] = _optimizer_state(optimizer, model, hcg)
-    _check_fits(source, state, saved, with_optimizer=optimizer is not None)
+        _check_groups(source, optimizer, meta["param_groups"])
+        fresh = _materialise_state(optimizer)
+        # A parameter that had no state when saved (never stepped, frozen, no gradient yet) gets none now either.
+        state["optimizer"] = {k: v for k, v in _optimizer_state(optimizer, model, hcg).items()
+                              if not k.startswith("state.") or f"optimizer.{k}" in saved}
+    try:
+        _check_fits(source, state, saved, with_optimizer=optimizer is not None)
+    except ValueError:
+        _forget(optimizer, fresh)
+        raise
     dcp.load(state, checkpoint_id=str(source))
     _copy_back(state, model, optimizer)
     if optimizer is not None:
+        _forget(optimizer, [p for p in fresh if not _has_loaded_state(p, optimizer, model, state["optimizer"])])
         _restore_hyperparameters(optimizer, meta["param_groups"])
         if meta.get("optimizer_extra") and hasattr(optimizer, "load_extra_state"):
             optimizer.load_extra_state(meta["optimizer_extra"])  # the loss scaler, the gradient-merge position
@@ -279,30 +307,56 @@ def _copy_back(state: dict[str, Any], model: nn.Module, optimizer: Any) -> None:
         optimizer._synced_version[p] = p._version
 
 
-def _materialise_state(optimizer: Any) -> None:
-    """Optimizers create their state on the first step: make it now (lr 0, zero gradients), so DCP has
-    tensors to load into. Nothing moves: every update is scaled by the zero learning rate."""
+def _materialise_state(optimizer: Any) -> list[Any]:
+    """Optimizers create their state on the first step: make it now for the parameters that have none (lr 0,
+    zero gradients; the others get no gradient, so the step leaves them and their state alone), so DCP has
+    tensors to load into. Nothing moves. Returns the parameters given new state."""
     inner = getattr(optimizer, "optimizer", optimizer)
-    params = [p for g in inner.param_groups for p in g["params"] if p.requires_grad]
-    if all(p in inner.state and inner.state[p] for p in params):
-        return
+    params = [p for g in inner.param_groups for p in g["params"]]
+    missing = [p for p in params if p.requires_grad and not inner.state.get(p)]
+    if not missing:
+        return []
     saved_lr = [g["lr"] for g in inner.param_groups]
     saved_grads = [p.grad for p in params]
-    for g in inner.param_groups:
-        g["lr"] = 0.0
+    try:
+        for g in inner.param_groups:
+            g["lr"] = 0.0
+        for p in params:
+            p.grad = torch.zeros_like(p) if any(p is m for m in missing) else None
+        inner.step()
+    finally:
+        for g, lr in zip(inner.param_groups, saved_lr):
+            g["lr"] = lr
+        for p, grad in zip(params, saved_grads):
+            p.grad = grad
+    return missing
+
+
+def _forget(optimizer: Any, params: list[Any]) -> None:
+    """Drop state `_materialise_state` made that the checkpoint did not fill (the optimizer is as it was)."""
+    if optimizer is None:
+        return
+    inner = getattr(optimizer, "optimizer", optimizer)
     for p in params:
-        p.grad = torch.zeros_like(p)
-    inner.step()
-    for g, lr in zip(inner.param_groups, saved_lr):
-        g["lr"] = lr
-    for p, grad in zip(params, saved_grads):
-        p.grad = grad
+        inner.state.pop(p, None)
+
+
+def _has_loaded_state(owner: Any, optimizer: Any, model: nn.Module, loaded: dict[str, Any]) -> bool:
+    """Whether the checkpoint held state for the optimizer's parameter `owner` (a model parameter or its master)."""
+    masters = getattr(optimizer, "_master", {})
+    names = [n for n, p in model.named_parameters() if masters.get(p, p) is owner]
+    return any(k.startswith(f"state.{n}.") for n in names for k in loaded)
+
+
+def _check_groups(source: Path, optimizer: Any, groups: list[dict[str, Any]]) -> None:
+    inner = getattr(optimizer, "optimizer", optimizer)
+    if len(groups) != len(inner.param_groups):
+        raise ValueError(f"{source}: the checkpoint has {len(groups)} optimizer parameter groups, the optimizer "
+                         f"{len(inner.param_groups)}; nothing was loaded")
 
 
 def _restore_hyperparameters(optimizer: Any, groups: list[dict[str, Any]]) -> None:
     inner = getattr(optimizer, "optimizer", optimizer)
-    if len(groups) != len(inner.param_groups):
-        raise ValueError(f"the checkpoint has {len(groups)} optimizer parameter groups, the optimizer {len(inner.param_groups)}")
     for mine, saved in zip(inner.param_groups, groups):
         for k, v in saved.items():
             if k != "params" and k in mine:

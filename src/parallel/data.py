@@ -20,6 +20,7 @@ __all__ = ["broadcast_data"]
 _DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
            torch.int8, torch.uint8, torch.bool)
 _CODES = {dtype: code for code, dtype in enumerate(_DTYPES)}
+_FAILED = -1  # the metadata rank 0 sends when it cannot send the batch
 
 
 def broadcast_data(*tensors: Any, hcg: HybridGroup | None = None) -> tuple[Any, ...]:
@@ -40,8 +41,15 @@ def broadcast_data(*tensors: Any, hcg: HybridGroup | None = None) -> tuple[Any, 
         return tensors
     positions = [i for i, t in enumerate(tensors) if isinstance(t, torch.Tensor)]
     device = tensors[positions[0]].device if positions else torch.device("cpu")
-    sent = _metadata([tensors[i] for i in positions], device) if hcg.mp_rank == 0 else None
+    sent, problem = None, None
+    if hcg.mp_rank == 0:
+        try:
+            sent = _metadata([tensors[i] for i in positions], device)
+        except TypeError as e:  # still join the exchange, so the other ranks fail too instead of waiting
+            sent, problem = torch.tensor([_FAILED], dtype=torch.int64, device=device), e
     layout = _broadcast_metadata(sent, len(positions), hcg, device)
+    if problem is not None:
+        raise problem
     out = list(tensors)
     for i, (dtype, shape) in zip(positions, layout):
         mine = tensors[i]
@@ -71,6 +79,10 @@ def _broadcast_metadata(meta: torch.Tensor | None, count: int, hcg: HybridGroup,
             meta = torch.empty(int(length), dtype=torch.int64, device=device)
         dist.broadcast(meta, group=hcg.mp_group, group_src=0)
     values, out, k = meta.tolist(), [], 0
+    if values == [_FAILED]:
+        if hcg.mp_rank == 0:
+            return []
+        raise ValueError("broadcast_data: the mp group's first rank could not send its batch (see its error)")
     while k < len(values):
         ndim, code = values[k], values[k + 1]
         out.append((_DTYPES[code], tuple(values[k + 2 : k + 2 + ndim])))

@@ -33,15 +33,15 @@ def add_main_grad(params: Iterable[nn.Parameter] | nn.Module, dtype: torch.dtype
     if isinstance(params, nn.Module):
         params = params.parameters()
     for p in params:
-        if getattr(p, "main_grad", None) is None:
+        if p.requires_grad and getattr(p, "main_grad", None) is None:  # frozen parameters get no gradient at all
             p.main_grad = torch.zeros_like(p, dtype=dtype, memory_format=torch.contiguous_format)  # type: ignore[attr-defined]
 
 
-def _grad_of(p: torch.Tensor) -> torch.Tensor | None:
+def grad_of(p: torch.Tensor) -> torch.Tensor | None:
     """The gradient to step with: main_grad where the parameter has one (folding in any .grad that
     autograd accumulated outside the fused path), else .grad."""
     main = getattr(p, "main_grad", None)
-    if main is None:
+    if main is None or not p.requires_grad:
         return p.grad
     if p.grad is not None and p.grad is not main:
         main.add_(p.grad)
@@ -194,7 +194,7 @@ class HybridParallelOptimizer:
             return self._reduced
         grads = []
         for p in self._model_params:
-            g = _grad_of(p)
+            g = grad_of(p)
             if g is None and p.requires_grad and self.hcg.dp_size > 1:
                 # Unused on this replica (a branch not taken): every rank must reduce the same buffers.
                 g = p.grad = torch.zeros_like(p)

@@ -20,8 +20,8 @@ from .column import ColumnParallelLinear
 from .data import broadcast_data
 from .embedding import VocabParallelEmbedding
 from .groups import HybridGroup, current
-from .recompute import apply_recompute
-from .plan import COLUMN, ROW, STRATEGY_FIELD, Match, match_plan, plan_for
+from .recompute import apply_recompute, recompute_targets
+from .plan import COLUMN, ROW, Match, match_plan, plan_for
 from .row import RowParallelLinear
 from .sequence import mark_sequence_parallel
 from .sharding import shard_of
@@ -69,6 +69,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
             "attention mask from the embedding output's length, which sequence parallelism splits; turn "
             "hybrid_configs.mp_configs.sequence_parallel off for this model (tensor parallelism and every other mp flag "
             "apply)", field="hybrid_configs.mp_configs.sequence_parallel")
+    recompute_targets(model, hcg)  # its errors too come before any change (replacing keeps module names)
     modules = dict(model.named_modules())
     applied: dict[str, str] = {}
     for m in matches:
@@ -104,8 +105,6 @@ def _replacement(m: Match, hcg: HybridGroup, sequence_dim: int) -> nn.Module:
         _adopt(new, old, {"weight": 1, "bias": None}, hcg)
     else:
         assert isinstance(old, nn.Embedding)
-        if old.max_norm is not None or old.sparse:
-            raise StrategyError(f"{m.name}: embedding_rowwise does not support max_norm or sparse gradients", field=STRATEGY_FIELD)
         new = VocabParallelEmbedding(old.num_embeddings, old.embedding_dim, sequence_dim=sequence_dim, **kwargs)
         _adopt(new, old, {"weight": 0}, hcg)
         if old.padding_idx is not None:

@@ -105,6 +105,8 @@ def _fits(m: Match, mp: int) -> list[str]:
     elif m.style == "embedding_rowwise":
         if not isinstance(m.module, nn.Embedding):
             return [f"{where}: embedding_rowwise needs an nn.Embedding"]
+        if m.module.max_norm is not None or m.module.sparse:
+            return [f"{where}: embedding_rowwise does not support max_norm or sparse gradients"]
         size, what, shape = m.module.num_embeddings, "num_embeddings", tuple(m.module.weight.shape)
     else:
         return []

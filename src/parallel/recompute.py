@@ -18,7 +18,7 @@ from strategy import StrategyError
 
 from .groups import HybridGroup, current
 
-__all__ = ["apply_recompute"]
+__all__ = ["apply_recompute", "recompute_targets"]
 
 FIELD = "recompute_configs.checkpoints"
 _MARK = "_parallel_recompute"
@@ -31,7 +31,18 @@ def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpo
     Raises:
         StrategyError: recompute is on and no glob is named, or a glob matches no module (saying what to name).
     """
-    hcg = hcg or current()
+    modules = dict(model.named_modules())
+    done: list[str] = []
+    for name in recompute_targets(model, hcg or current(), checkpoints):
+        if any(name.startswith(parent + ".") for parent in done):
+            continue  # inside a module already recomputed as a whole
+        _wrap(modules[name])
+        done.append(name)
+    return done
+
+
+def recompute_targets(model: nn.Module, hcg: HybridGroup, checkpoints: tuple[str, ...] | None = None) -> list[str]:
+    """The names of the modules to recompute, sorted; StrategyError for no globs or a glob matching nothing."""
     settings = hcg.resolved.recompute
     if checkpoints is None:
         if not settings.enabled:
@@ -50,14 +61,7 @@ def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpo
                                 f"{', '.join(repr(n) for n in names[:3])}; Paddle's variable names such as fc_0.tmp_0 do not "
                                 "exist in PyTorch)", field=FIELD)
         wrapped += hits
-    modules = dict(model.named_modules())
-    done: list[str] = []
-    for name in sorted(set(wrapped)):
-        if any(name.startswith(parent + ".") for parent in done):
-            continue  # inside a module already recomputed as a whole
-        _wrap(modules[name])
-        done.append(name)
-    return done
+    return sorted(set(wrapped))
 
 
 def _wrap(module: nn.Module) -> None:

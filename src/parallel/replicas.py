@@ -57,12 +57,14 @@ def _grad(p: torch.Tensor) -> torch.Tensor | None:
 def _compare(values: list[tuple[str, torch.Tensor]], axis: str, what: str, atol: float, hcg: HybridGroup) -> None:
     group = hcg.mp_group if axis == "mp" else hcg.dp_group
     flat = torch.cat([t.reshape(-1).to(torch.float64) for _, t in values])
-    high, low = flat.clone(), flat.clone()
+    # A NaN agrees with nothing: as +inf in the max and -inf in the min, every rank sees an infinite spread.
+    nan = torch.isnan(flat)
+    high = torch.where(nan, float("inf"), flat)
+    low = torch.where(nan, float("-inf"), flat)
     with guard(f"replica check over the {what}", group):
         dist.all_reduce(high, op=dist.ReduceOp.MAX, group=group)
         dist.all_reduce(low, op=dist.ReduceOp.MIN, group=group)
-    spread = high - low
-    spread = torch.where(torch.isnan(flat), torch.full_like(flat, float("inf")), spread)  # NaN never agrees
+    spread = torch.nan_to_num(high - low, nan=float("inf"))  # inf - inf: a NaN somewhere
     if float(spread.max()) <= atol:
         return
     offset = 0

@@ -79,7 +79,8 @@ def split_sequence(t: torch.Tensor, dim: int, group: dist.ProcessGroup, layer: s
     """This rank's block of `t` along `dim` (no communication)."""
     parts = dist.get_world_size(group)
     check_length(layer, t.shape[dim], parts, dim)
-    return t.chunk(parts, dim=dim)[dist.get_rank(group)].contiguous()
+    # A copy, never a view of the input: in-place ops downstream (residual adds, dropout) must not touch it.
+    return t.chunk(parts, dim=dim)[dist.get_rank(group)].clone(memory_format=torch.contiguous_format)
 
 
 class _ScatterToSequence(Function):
@@ -178,9 +179,10 @@ def reduce_sequence_parallel_grads(params: nn.Module | Iterable[nn.Parameter], *
     """Sum the gradients (`main_grad` where present, else `.grad`) of the sequence-parallel parameters among
     `params` over the mp group, in place. HybridParallelOptimizer does this itself; a hand-written loop with
     a plain torch optimizer calls it between backward and step."""
+    from .optimizer import grad_of
+
     hcg = hcg or current()
-    params = module_params(params)
-    grads = [(p, getattr(p, "main_grad", None) if getattr(p, "main_grad", None) is not None else p.grad) for p in params]
+    grads = [(p, grad_of(p)) for p in module_params(params)]
     sum_sequence_parallel_grads([(p, g) for p, g in grads if g is not None], hcg)
 
 
@@ -190,7 +192,8 @@ def module_params(params: nn.Module | Iterable[nn.Parameter]) -> list[nn.Paramet
 
 def sum_sequence_parallel_grads(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg: HybridGroup) -> None:
     """The sum over the mp group of each sequence-parallel parameter's gradient, in place: [(param, grad), ...]."""
-    chosen = [(p, g) for p, g in grads if is_sequence_parallel(p)]
+    # Only what a backward added since the last sum: summing twice would multiply by mp_degree.
+    chosen = [(p, g) for p, g in grads if is_sequence_parallel(p) and getattr(p, _UNREDUCED, False)]
     if not chosen or not hcg.resolved.mp.sequence_parallel:
         return
     from .optimizer import all_reduce_coalesced
