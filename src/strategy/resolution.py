@@ -257,13 +257,13 @@ def _degrees(plan: _Plan, hybrid: HybridConfig, world_size: int | None, notes: l
         return degrees
     if world_size < 1:
         raise StrategyError(f"world size must be >= 1, got {world_size}")
-    shown = " × ".join(f"{name}={value}" for name, value in degrees.items())
+    shown = lambda: " × ".join(f"{name}={value}" for name, value in degrees.items())  # noqa: E731 - only for errors
     if inferred:
         a = inferred[0]
         if world_size % known:
             raise StrategyError(
                 f"cannot infer {a.name}: world size {world_size} is not divisible by the product of the other degrees "
-                f"({shown}, product {known}); change the degrees or the number of ranks",
+                f"({shown()}, product {known}); change the degrees or the number of ranks",
                 field=f"{plan.hybrid}.{a.name}",
             )
         degrees[a.name] = world_size // known
@@ -272,7 +272,7 @@ def _degrees(plan: _Plan, hybrid: HybridConfig, world_size: int | None, notes: l
         fixes = [f"make their product {world_size}"]
         fixes += [f"set {a.name}: {a.infer} to infer it" for a in plan.axes if a.infer is not None]
         raise StrategyError(
-            f"the degrees {shown} multiply to {known}, but the world size is {world_size}; {', or '.join(fixes)}",
+            f"the degrees {shown()} multiply to {known}, but the world size is {world_size}; {', or '.join(fixes)}",
             field=plan.hybrid,
         )
     return degrees
@@ -288,7 +288,7 @@ def _is_set(name: str) -> bool:
 
 
 def _env_world_size() -> int | None:
-    raw = os.environ.get("WORLD_SIZE")
+    raw = os.environ.get("WORLD_SIZE") if _is_set("WORLD_SIZE") else None
     if raw is None or raw == "":
         return None
     try:
