@@ -85,3 +85,11 @@ def test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun(tmp_
     assert len(summary["losses"]) == 6 and summary["final_loss"] < summary["first_loss"]
     assert summary["effective_mp"]["fused_linear_param_grad_add"] is True
     assert (out / "loss.png").exists() and (out / "strategy.prototxt").exists()
+
+
+@pytest.mark.parametrize("flags", [FLAGS[0], FLAGS[-1]], ids=["plain", "all"])
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_sequence_parallel_hugging_face_models_match_too(pools, arch, flags):
+    sp = {"sequence_parallel": True, "sp_async_reduce_scatter": True, "recompute_allgather": True}
+    result = pools(2).run(cases.parity, 2, arch, flags, 4, 2, False, sp)[0]
+    assert result["losses"][-1] < result["losses"][0]

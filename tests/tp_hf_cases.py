@@ -30,9 +30,10 @@ def _batch(step: int) -> torch.Tensor:
     return torch.randint(0, VOCAB, (BATCH, SEQ), generator=torch.Generator().manual_seed(300 + step))
 
 
-def parity(world: int, arch: str, flags, heads: int = 4, kv_heads: int = 2, sync: bool = False) -> dict:
+def parity(world: int, arch: str, flags, heads: int = 4, kv_heads: int = 2, sync: bool = False, sp: dict | None = None) -> dict:
     """Loss, replicated parameters' gradients and all parameters after each optimizer step match one process."""
     extra = {"sync_param": True, "sync_grad": True, "sync_moment": True, "sync_mode": "average"} if sync else {}
+    extra |= sp or {}
     hcg = init(make_strategy(world, flags=flags, **extra))
     reference = hf_model(arch, heads, kv_heads)
     model = parallel.parallelize(copy.deepcopy(reference))
@@ -50,9 +51,11 @@ def parity(world: int, arch: str, flags, heads: int = 4, kv_heads: int = 2, sync
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         close(loss, ref_loss, f"step {step} loss", RTOL, ATOL)
+        opt.clip_grad_norm_(1e9)  # finishes the gradients (sums sequence-parallel norms) without clipping
         for name, p in model.named_parameters():
             if not parallel.is_sharded(p):
-                close(p.grad, reference.get_parameter(name).grad, f"step {step} grad of replicated {name}", RTOL, ATOL)
+                grad = p.main_grad if getattr(p, "main_grad", None) is not None else p.grad
+                close(grad, reference.get_parameter(name).grad, f"step {step} grad of replicated {name}", RTOL, ATOL)
         opt.step()
         opt.zero_grad()
         ref_opt.step()

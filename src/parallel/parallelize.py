@@ -14,7 +14,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from strategy import StrategyError
 
 from .column import ColumnParallelLinear
 from .data import broadcast_data
@@ -24,6 +23,8 @@ from .recompute import apply_recompute, recompute_targets
 from .plan import COLUMN, ROW, Match, match_plan, plan_for
 from .row import RowParallelLinear
 from .sequence import mark_sequence_parallel
+from .sequence_hf import install as install_sequence_parallel
+from .sequence_hf import plan_sequence_parallel, without_sequence_parallel
 from .sharding import shard_of
 
 __all__ = ["parallelize"]
@@ -63,12 +64,10 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     hcg = hcg or current()
     rules, source = plan_for(model, plan, hcg)
     matches = match_plan(model, rules, source, hcg.mp_size)
-    if hcg.resolved.mp.sequence_parallel and getattr(model, "config", None) is not None:
-        raise StrategyError(
-            f"sequence_parallel with parallelize({type(model).__name__}): Hugging Face models derive positions and the "
-            "attention mask from the embedding output's length, which sequence parallelism splits; turn "
-            "hybrid_configs.mp_configs.sequence_parallel off for this model (tensor parallelism and every other mp flag "
-            "apply)", field="hybrid_configs.mp_configs.sequence_parallel")
+    # Hugging Face decoders enter the sequence-parallel region at their first layer (see sequence_hf).
+    hf_sequence = None
+    if hcg.resolved.mp.sequence_parallel and hcg.mp_size > 1 and getattr(model, "config", None) is not None:
+        hf_sequence = plan_sequence_parallel(model, matches)
     recompute_targets(model, hcg)  # its errors too come before any change (replacing keeps module names)
     modules = dict(model.named_modules())
     applied: dict[str, str] = {}
@@ -79,9 +78,12 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         if m.style == "sequence_parallel":
             mark_sequence_parallel(m.module, hcg=hcg)
             continue
-        replacement = _replacement(m, hcg, sequence_dim)
+        whole = hf_sequence is not None and m.name in hf_sequence.replicated_input  # gets the whole sequence
+        replacement = _replacement(m, without_sequence_parallel(hcg) if whole else hcg, sequence_dim)
         parent_name, _, child = m.name.rpartition(".")
         setattr(modules[parent_name], child, replacement)
+    if hf_sequence is not None:
+        install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
     setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
     if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1:
