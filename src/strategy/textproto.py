@@ -14,6 +14,7 @@ from google.protobuf import text_encoding
 
 from .errors import Location, StrategyError
 from .limits import MAX_DEPTH, MAX_NODES
+from .textfast import fast_parse
 from .tree import Ident, Mapping, Node, Scalar, Sequence
 
 __all__ = ["Token", "parse", "tokenize"]
@@ -211,5 +212,7 @@ class _Parser:
 
 
 def parse(text: str, source: str = "<string>") -> Mapping:
-    """Parse text format into a located tree (no schema checks yet)."""
-    return _Parser(text, source).message(None, 0)
+    """Parse text format into a located tree (no schema checks yet): the common case on a fast path, anything
+    else (and every error) by the full parser."""
+    tree = fast_parse(_TOKEN, text, source)
+    return tree if tree is not None else _Parser(text, source).message(None, 0)

@@ -1,0 +1,120 @@
+"""A fast path for the text format's common case: `name: value` and `name { ... }` with plain literals.
+
+Strategy files are small and plain; most of the parser's time goes into its generality (token objects,
+one method per grammar rule). This loop builds the same located tree directly from the lexer's matches and
+gives up (returns None) on anything less common — escapes, lists, negative or special numbers, `<...>`,
+any error — so `textproto.parse` falls back to the full parser, which owns every error message.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .errors import Location
+from .limits import MAX_DEPTH, MAX_NODES
+from .tree import Ident, Mapping, Node, Scalar
+
+__all__ = ["fast_parse"]
+
+_INT = re.compile(r"0|[1-9][0-9]*")
+_FLOAT = re.compile(r"[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
+_BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
+_SPECIAL = {"inf", "infinity", "nan"}  # float words: the full parser handles them (with their sign)
+_new = tuple.__new__
+
+
+def fast_parse(token_re: re.Pattern[str], text: str, source: str) -> Mapping | None:
+    """The tree the full parser would build for `text`, or None to let the full parser do it."""
+    toks: list[tuple[str, int, int]] = []
+    append = toks.append
+    line, line_start, pos = 1, 0, 0
+    for ws, value in token_re.findall(text):
+        if ws:
+            if "\n" in ws:
+                line += ws.count("\n")
+                line_start = pos + ws.rindex("\n") + 1
+            pos += len(ws)
+        if not value:
+            break
+        if value[0] != "#":
+            append((value, line, pos - line_start + 1))
+        pos += len(value)
+    if pos != len(text):
+        return None
+    end = (line, pos - line_start + 1)
+    n = len(toks)
+    stack: list[tuple[list, Location, str, Location]] = []
+    items: list[tuple[str, Location, Node]] = []
+    first = toks[0] if toks else ("", *end)
+    start = _new(Location, (source, first[1], first[2]))
+    i = nodes = 0
+    while True:
+        if i >= n:
+            return _new(Mapping, (tuple(items), start)) if not stack else None
+        value, ln, col = toks[i]
+        if value == "}":
+            if not stack:
+                return None
+            parent, parent_start, name, name_where = stack.pop()
+            parent.append((name, name_where, _new(Mapping, (tuple(items), start))))
+            items, start = parent, parent_start
+            i += 1
+            if i < n and toks[i][0] in (";", ","):
+                i += 1
+            continue
+        head = value[0]
+        if not (head.isalpha() or head == "_"):
+            return None
+        name, name_where = value, _new(Location, (source, ln, col))
+        i += 1
+        if i < n and toks[i][0] == ":":
+            i += 1
+        if i >= n:
+            return None
+        value, ln, col = toks[i]
+        if value == "{":
+            if len(stack) + 1 > MAX_DEPTH:
+                return None
+            stack.append((items, start, name, name_where))
+            i += 1
+            nxt = toks[i] if i < n else ("", *end)
+            items, start = [], _new(Location, (source, nxt[1], nxt[2]))
+            continue
+        if toks[i - 1][0] != ":":
+            return None  # a scalar needs its colon: the full parser explains
+        scalar = _scalar(value)
+        if scalar is _NONE:
+            return None
+        nodes += 1
+        if nodes > MAX_NODES:
+            return None
+        i += 1
+        if head_is_string(value) and i < n and head_is_string(toks[i][0]):
+            return None  # "a" "b" concatenates: the full parser does it
+        items.append((name, name_where, _new(Scalar, (scalar, _new(Location, (source, ln, col))))))
+        if i < n and toks[i][0] in (";", ","):
+            i += 1
+
+
+_NONE = object()
+
+
+def head_is_string(value: str) -> bool:
+    return value[0] in "\"'"
+
+
+def _scalar(value: str) -> object:
+    head = value[0]
+    if len(value) > 400 or not value.isascii():
+        return _NONE  # the full parser's limits and escaping rules apply
+    if head in "\"'":
+        return value[1:-1] if "\\" not in value and len(value) >= 2 and value[-1] == head else _NONE
+    if head.isdigit():
+        if _INT.fullmatch(value):
+            return int(value)
+        return float(value) if _FLOAT.fullmatch(value) else _NONE
+    if head.isalpha() or head == "_":
+        if value in _BOOLS:
+            return _BOOLS[value]
+        return _NONE if value.lower() in _SPECIAL else Ident(value)
+    return _NONE
