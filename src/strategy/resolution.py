@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from dataclasses import dataclass, field as dc_field, fields, replace
+from dataclasses import dataclass, field as dc_field
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -48,8 +48,7 @@ class MpSettings:
     sp_async_reduce_scatter: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AmpSettings:
+class AmpSettings(NamedTuple):
     """Effective mixed precision (`amp`, `amp_configs`).
 
     `dtype` is the autocast dtype ("bfloat16" under use_pure_bf16 or amp_configs.dtype, else "float16");
@@ -69,16 +68,14 @@ class AmpSettings:
     use_dynamic_loss_scaling: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class GradientMergeSettings:
+class GradientMergeSettings(NamedTuple):
     """Effective gradient merge: one update every `k_steps` optimizer steps (1: every step), averaged if `avg`."""
 
     k_steps: int = 1
     avg: bool = True
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RecomputeSettings:
+class RecomputeSettings(NamedTuple):
     """Effective recompute: `checkpoints` are globs on module names, run under torch.utils.checkpoint."""
 
     enabled: bool = False
@@ -107,7 +104,7 @@ class Resolved:
     mp: MpSettings
     nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
     tp_plan: tuple[tuple[str, str], ...] = ()
-    amp: AmpSettings = AmpSettings()  # frozen: one shared default is safe
+    amp: AmpSettings = AmpSettings()  # immutable: one shared default is safe
     gradient_merge: GradientMergeSettings = GradientMergeSettings()
     recompute: RecomputeSettings = RecomputeSettings()
     notes: tuple[str, ...] = ()
@@ -327,7 +324,7 @@ def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
         if not getattr(s, switch):
             continue
         message = getattr(s, configs)
-        known = {f.name for f in fields(settings)}
+        known = set(settings._fields)
         values: dict[str, Any] = {f.name: (tuple(v) if f.is_repeated else v) for f in message.DESCRIPTOR.fields
                                   if f.name in known and (v := getattr(message, f.name)) is not None}
         if "enabled" in known:
@@ -347,8 +344,8 @@ def _amp_dtype(s: DistributedStrategy, amp: AmpSettings, notes: list[str]) -> Am
         for name in scaler_fields:
             if configs.HasField(name):
                 notes.append(f"amp_configs.{name} is set but has no effect: bfloat16 needs no loss scaling.")
-    return replace(amp, dtype="bfloat16" if bf16 else "float16", pure=configs.use_pure_bf16 or configs.use_pure_fp16,
-                   loss_scaling=not bf16)
+    return amp._replace(dtype="bfloat16" if bf16 else "float16", pure=configs.use_pure_bf16 or configs.use_pure_fp16,
+                        loss_scaling=not bf16)
 
 
 # (switch, its configs message field, the settings type): the three training techniques the runtime implements.

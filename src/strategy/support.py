@@ -6,7 +6,6 @@ Every field declares `(support)` and a `(hint)` in the schema; nothing here name
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field as dc_field
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -33,7 +32,6 @@ class Finding(NamedTuple):
     error: StrategyError
 
 
-@dataclass(slots=True)
 class Review:
     """What a strategy sets that the runtime does not act on.
 
@@ -44,9 +42,12 @@ class Review:
             "no effect: pp_degree is 1" or "not implemented: what to use instead" (for explain).
     """
 
-    unsupported: list[Finding] = dc_field(default_factory=list)
-    notes: list[str] = dc_field(default_factory=list)
-    effects: dict[str, str] = dc_field(default_factory=dict)
+    __slots__ = ("effects", "notes", "unsupported")
+
+    def __init__(self) -> None:  # a plain class: a dataclass costs a millisecond at every CLI start
+        self.unsupported: list[Finding] = []
+        self.notes: list[str] = []
+        self.effects: dict[str, str] = {}
 
 
 def status(chain: tuple[FieldDescriptor, ...]) -> Status:

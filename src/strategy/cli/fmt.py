@@ -9,7 +9,6 @@ from ..atomic import write_atomic
 from ..errors import StrategyError
 from ..formats import decode
 from ..io import read_bytes
-from ..textfmt import format_text
 from .common import subparser
 
 __all__ = ["register"]
@@ -33,7 +32,7 @@ def _fmt(args: argparse.Namespace) -> int:
     for path in args.files:
         try:
             text = decode(read_bytes(path), path)
-            formatted = format_text(text, path)
+            formatted = _format_text(text, path)
         except StrategyError as e:
             print(e, file=sys.stderr)
             status = 1
@@ -52,3 +51,9 @@ def _fmt(args: argparse.Namespace) -> int:
             continue
         print(f"{path}: reformatted")
     return status
+
+
+def _format_text(text: str, path: str) -> str:
+    from ..textfmt import format_text  # only when formatting: every other command starts without it
+
+    return format_text(text, path)

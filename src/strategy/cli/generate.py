@@ -11,7 +11,6 @@ from google.protobuf.message import Message
 
 from .. import rules, schema
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
-from ..json_schema import json_schema
 from .common import add_format, read, subparser, write
 
 __all__ = ["register"]
@@ -60,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _schema(args: argparse.Namespace) -> int:
+    from ..json_schema import json_schema  # only for this command
+
     print(json.dumps(json_schema(), indent=2))
     return 0
 
