@@ -137,6 +137,7 @@ class GPT(nn.Module):
 def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[GPT, parallel.HybridParallelOptimizer]:
     torch.manual_seed(cfg.seed)
     model = parallel.cast_for_amp(GPT(cfg, hcg), hcg=hcg)  # bf16/fp16 weights under use_pure_*; else as is
+    parallel.apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints (e.g. "blocks.*") when recompute is on
     if hcg.resolved.mp.fused_linear_param_grad_add:
         parallel.add_main_grad(model)  # the fused flag accumulates weight gradients here, in fp32
     return model, parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0))
@@ -165,7 +166,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
         with parallel.autocast(hcg=hcg):  # the strategy's amp: fp16 or bf16 autocast, or nothing
             loss = model(ids, targets)
         opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
-        if cfg.clip:
+        if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merged gradient
             norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
         if check_replicas and (step + 1) % check_replicas == 0:
             parallel.check_replicas(model)

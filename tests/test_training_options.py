@@ -42,3 +42,13 @@ def test_recompute_without_names_says_what_to_name(pools):
     message = pools(2).run(cases.recompute_without_names, 2)[0]
     assert message == ('recompute is on but recompute_configs.checkpoints names no modules; name the blocks to recompute '
                        'with globs on module names, e.g. checkpoints: "emb"')
+
+
+def test_the_example_strategy_with_bf16_recompute_and_merge_trains_the_demo(pools):
+    from conftest import ROOT
+
+    path = ROOT / "examples" / "strategies" / "mp2_bf16_recompute_merge.prototxt"
+    result = pools(2).run(cases.example_strategy_trains, str(path), 8, timeout=120)[0]
+    assert (result["amp"], result["merge"], result["recompute"]) == ("bfloat16", 2, ("blocks.*",))
+    assert len(result["norms"]) == 4  # one clipped (merged) gradient per 2 steps
+    assert result["losses"][-1] < result["losses"][0]

@@ -151,3 +151,18 @@ def recompute_without_names(mp: int) -> str:
     except strategy.StrategyError as e:
         return str(e)
     raise AssertionError("no error")
+
+
+def example_strategy_trains(path: str, steps: int) -> dict:
+    """examples/train_gpt.py's loop under an example strategy file (bf16, recompute, gradient merge)."""
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    gpt = importlib.import_module("train_gpt")
+    hcg = init(strategy.load(path))
+    summary = gpt.train(gpt.Config(steps=steps, batch_size=8, seq_len=32), hcg)
+    return {"losses": summary["losses"], "norms": summary["grad_norms"], "amp": hcg.resolved.amp.dtype,
+            "merge": hcg.resolved.gradient_merge.k_steps, "recompute": hcg.resolved.recompute.checkpoints}
