@@ -176,3 +176,43 @@ def test_a_strategy_loaded_under_warn_is_held_to_strict_rules_when_resolved_stri
                           policy="warn")
     with pytest.raises(StrategyError, match=r"a.prototxt:1:44: hybrid_configs.mp_configs.mp_skip_c_identity requires"):
         strategy.resolve(s, world_size=2)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("hybrid_configs { mp_degree: 2dp_degree: 1 }", "<string>:1:29: invalid number 2dp_degree"),
+    ("amp_configs { init_loss_scaling: 1" + "0" * 330 + " }", "is out of range for a floating-point number"),
+    ('hybrid_configs { mp_configs { tp_plan { pattern: "x" style: "COLWISE" } } }', "got the string 'COLWISE'"),
+    ('hybrid_configs { mp_configs { tp_plan {\n  pattern: "x"\n} } }', "<string>:1:31: hybrid_configs.mp_configs.tp_plan[0] needs style"),
+])
+def test_text_format_mistakes_protobuf_rejects_are_located_errors(text, message):
+    with pytest.raises(StrategyError) as caught:
+        strategy.loads(text)
+    assert message in str(caught.value)
+
+
+def test_quoted_and_yaml_floats_read_as_protobufs_json_mapping_does():
+    assert strategy.loads("amp_configs: {decr_ratio: 5e-1}", format="yaml").amp_configs.decr_ratio == 0.5
+    assert strategy.loads('{"amp_configs": {"init_loss_scaling": "1024.5"}}', format="json").amp_configs.init_loss_scaling == 1024.5
+
+
+def test_resolved_floats_are_spelled_as_the_file_spells_them():
+    assert strategy.resolve(strategy.loads("amp: true"), world_size=1).amp.decr_ratio == 0.8
+
+
+def test_every_mp_setting_of_an_inactive_mp_group_is_noted_and_its_plan_applies_nowhere():
+    s = strategy.loads('hybrid_configs { mp_degree: 1 mp_configs { sync_mode: "average" nccl_config { commName: "tp" } '
+                       'tp_plan { pattern: "a" style: COLWISE } } }')
+    r = strategy.resolve(s, world_size=1)
+    assert r.tp_plan == () and r.nccl == {}
+    assert "hybrid_configs.mp_configs.nccl_config.commName is set but has no effect: hybrid_configs.mp_degree is 1." in r.notes
+    assert "hybrid_configs.mp_configs.sync_mode is set but has no effect: hybrid_configs.mp_degree is 1." in r.notes
+
+
+def test_positions_survive_other_loads_while_the_message_is_used():
+    s = strategy.loads("hybrid_configs {\n pp_degree: 2\n}")
+    for _ in range(40):
+        strategy.loads("")
+        support_recall = strategy.support.recall(s)  # using it keeps it
+    assert support_recall.positions
+    with pytest.raises(StrategyError, match=r"^<string>:2:2: hybrid_configs.pp_degree = 2 is not implemented"):
+        strategy.resolve(s, world_size=2)

@@ -89,12 +89,12 @@ def _fill(msg: Message, node: Mapping, prefix: str, ctx: _Ctx) -> None:
         seen[field.name] = where
         ctx.positions[path] = where
         try:
-            _set(msg, field, value, path, ctx)
+            _set(msg, field, value, path, ctx, where)
         except StrategyError as e:
             ctx.fail(e)
 
 
-def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx) -> None:
+def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx, key_where: Location | None = None) -> None:
     if isinstance(node, Scalar) and node.value is None:
         return  # null means "not set", as in protobuf's JSON mapping
     if field.is_repeated:
@@ -103,7 +103,8 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx)
         for item in items:
             if schema.is_message(field):
                 where = f"{path}[{len(target)}]"
-                ctx.positions[where] = item.where
+                # Text format repeats the field name per element: point there, not inside the braces.
+                ctx.positions[where] = key_where if key_where is not None and not isinstance(node, Sequence) else item.where
                 _fill(target.add(), _expect_mapping(item, where), where + ".", ctx)
             else:
                 target.append(_scalar(field, item, path, ctx.text))
@@ -181,10 +182,14 @@ def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -
                 raise StrategyError.at(node.where, f"{path} = {value} is out of range [{low}, {high}]", field=path)
             ok = value
     elif cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE) and isinstance(value, (int, float)):
-        ok = float(value) if not isinstance(value, bool) else _MISSING
+        try:
+            ok = float(value) if not isinstance(value, bool) else _MISSING
+        except OverflowError:
+            shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:24]}... ({len(str(value))} digits)"
+            raise StrategyError.at(node.where, f"{path} = {shown} is out of range for a floating-point number", field=path) from None
     elif cpp == FieldDescriptor.CPPTYPE_STRING and isinstance(value, str):
         ok = value
-    elif cpp == FieldDescriptor.CPPTYPE_ENUM:
+    elif cpp == FieldDescriptor.CPPTYPE_ENUM and not (text and kind is str):  # text format names values bare
         name = value.name if isinstance(value, Ident) else value
         enum = field.enum_type
         if isinstance(name, str) and name in enum.values_by_name:
@@ -202,14 +207,17 @@ _QUOTED_IN_JSON = {
 }
 _JSON_FLOATS = {"Infinity": float("inf"), "-Infinity": float("-inf"), "NaN": float("nan")}
 _JSON_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+_JSON_FLOAT = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 def _json_number(text: str) -> Any:
-    """A number protobuf's JSON mapping wrote as a string, or `text` unchanged when it is none."""
+    """A number protobuf's JSON mapping wrote (or YAML 1.1 left) as a string, or `text` unchanged when it is none."""
     if text in _JSON_FLOATS:
         return _JSON_FLOATS[text]
     if len(text) <= 40 and _JSON_INT.fullmatch(text):
         return int(text)
+    if len(text) <= 40 and _JSON_FLOAT.fullmatch(text):
+        return float(text)  # only reaches float fields: an integer field then says it wants an integer
     return text
 _BOOL = FieldDescriptor.CPPTYPE_BOOL
 _STRING = FieldDescriptor.CPPTYPE_STRING

@@ -179,7 +179,8 @@ def resolve_with_reasons(
     degrees = _degrees(plan, hybrid, world_size, notes)
     mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes, reasons)
     nccl = _nccl(plan, hybrid, degrees, notes)
-    rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan else ()
+    active = plan.gate is None or degrees[plan.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
+    rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
     return Resolved(**fields_, mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes)), reasons
@@ -325,14 +326,21 @@ def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
             continue
         message = getattr(s, configs)
         known = set(settings._fields)
-        values: dict[str, Any] = {f.name: (tuple(v) if f.is_repeated else v) for f in message.DESCRIPTOR.fields
-                                  if f.name in known and (v := getattr(message, f.name)) is not None}
+        values: dict[str, Any] = {f.name: _plain(f, getattr(message, f.name)) for f in message.DESCRIPTOR.fields
+                                  if f.name in known}
         if "enabled" in known:
             values["enabled"] = True
         out[switch] = settings(**values)
     if "amp" in out:
         out["amp"] = _amp_dtype(s, out["amp"], notes)
     return out
+
+
+def _plain(f: FieldDescriptor, value: Any) -> Any:
+    """A field's value as the file spells it: 0.8, not the float32 0.800000011920929."""
+    if f.is_repeated:
+        return tuple(value)
+    return float(support.show_scalar(f, value)) if f.cpp_type == FieldDescriptor.CPPTYPE_FLOAT else value
 
 
 def _amp_dtype(s: DistributedStrategy, amp: AmpSettings, notes: list[str]) -> AmpSettings:
@@ -361,7 +369,7 @@ def _nccl(plan: _Plan, hybrid: HybridConfig, degrees: dict[str, int], notes: lis
             continue
         axes = {a.name: a.short for a in plan.axes}
         if degree is not None and degrees[degree] <= 1:
-            continue  # the support review already noted the whole message as inactive
+            continue  # inactive: the support review notes each field set there
         message = getattr(getattr(hybrid, configs), inner)
         chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
         if chosen:

@@ -118,7 +118,8 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
         path = prefix + f.name
         if inactive:
             out.effects[path] = f"no effect: {inactive.reason}"
-            if st.support != IMPLEMENTED or not inactive.by_degree:
+            # Resolution notes the bool flags it gates off by a degree itself (mp_configs'); the rest here.
+            if st.support != IMPLEMENTED or not inactive.by_degree or f.cpp_type != FieldDescriptor.CPPTYPE_BOOL:
                 out.notes.append(f"{path} is set but has no effect: {inactive.reason}.")
             continue
         if st.support == NO_EFFECT:
@@ -243,6 +244,7 @@ def recall(msg: Message) -> Recalled:
     entry = _REMEMBERED.get(id(msg))
     if entry is None or entry.msg is not msg:
         return _UNKNOWN
+    _REMEMBERED[id(msg)] = _REMEMBERED.pop(id(msg))  # used: the last to be forgotten
     if entry.recalled.checked and msg.SerializeToString(deterministic=True) != entry.snapshot:
         return entry.recalled._replace(checked=None)
     return entry.recalled

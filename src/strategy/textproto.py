@@ -25,7 +25,7 @@ _TOKEN = re.compile(
     r"""([ \t\r\n\f\v]*)
       ( \#[^\n]*
       | "(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'
-      | 0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?
+      | (?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?)[A-Za-z0-9_.]*
       | [A-Za-z_][A-Za-z0-9_]*
       | [{}<>\[\]:;,\-/.]
       | $)""",  # an empty token at the end carries the trailing whitespace

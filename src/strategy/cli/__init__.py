@@ -45,7 +45,7 @@ def _register_plugins(sub: argparse._SubParsersAction) -> None:
     for entry in entry_points(group="strategy.commands"):
         try:
             entry.load()(sub)
-        except ImportError as e:
+        except Exception as e:  # noqa: BLE001 - a broken optional dependency must not break `strategy --help`
             print(f"strategy: command {entry.name!r} is unavailable: {e}", file=sys.stderr)
 
 
