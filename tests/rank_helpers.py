@@ -37,3 +37,14 @@ def close(actual: torch.Tensor, expected: torch.Tensor, what: str, rtol: float =
 
 def shard(t: torch.Tensor, dim: int, hcg: parallel.HybridGroup) -> torch.Tensor:
     return t.chunk(hcg.mp_size, dim=dim)[hcg.mp_rank]
+
+
+class RecordedWait:
+    """Wraps a collective's work handle so a test sees when the backward waits on it."""
+
+    def __init__(self, work, events: list[str]) -> None:
+        self.work, self.events = work, events
+
+    def wait(self):
+        self.events.append("wait")
+        return self.work.wait()

@@ -7,7 +7,7 @@ import torch
 import parallel
 from parallel import column as column_module
 from parallel import comm
-from rank_helpers import OpCounter, close, count_collectives, graph_nodes, init, make_strategy
+from rank_helpers import RecordedWait, OpCounter, close, count_collectives, graph_nodes, init, make_strategy
 
 B, IN, OUT = 6, 8, 12
 
@@ -47,18 +47,10 @@ def async_allreduce_is_issued_before_the_weight_grad(world: int, fused: bool) ->
     events: list[str] = []
     real_all_reduce, real_weight_grad, real_accumulate = comm.all_reduce, column_module.weight_grad, column_module.accumulate_weight_grad
 
-    class Work:
-        def __init__(self, work):
-            self.work = work
-
-        def wait(self):
-            events.append("wait")
-            return self.work.wait()
-
     def all_reduce(t, group, *, async_op=False):
         events.append("all_reduce(async)" if async_op else "all_reduce")
         work = real_all_reduce(t, group, async_op=async_op)
-        return Work(work) if async_op else work
+        return RecordedWait(work, events) if async_op else work
 
     def weight_grad(*args):
         events.append("dW")

@@ -9,7 +9,7 @@ from torch import nn
 import parallel
 from parallel import column as column_module
 from parallel import sequence_linear
-from rank_helpers import close, count_collectives, init, make_strategy, shard
+from rank_helpers import RecordedWait, close, count_collectives, init, make_strategy, shard
 
 S, B, IN, HID, OUT = 8, 3, 8, 16, 8  # [s, b, h] layout; S divisible by 2 and 4
 STEPS, LR = 3, 0.1
@@ -91,18 +91,10 @@ def reduce_scatter_order(world: int, async_reduce_scatter: bool, fused: bool) ->
     events: list[str] = []
     real_rs, real_dw, real_acc = sequence_linear.reduce_scatter_sequence, column_module.weight_grad, column_module.accumulate_weight_grad
 
-    class Work:
-        def __init__(self, work):
-            self.work = work
-
-        def wait(self):
-            events.append("wait")
-            return self.work.wait()
-
     def reduce_scatter(*args, async_op=False, **kwargs):
         events.append("reduce_scatter(async)" if async_op else "reduce_scatter")
         out, work = real_rs(*args, async_op=async_op, **kwargs)
-        return out, (Work(work) if work is not None else None)
+        return out, (RecordedWait(work, events) if work is not None else None)
 
     def weight_grad(*args):
         events.append("dW")

@@ -57,9 +57,9 @@ def _row(f: FieldDescriptor) -> str:
     default = "" if f.message_type is not None or f.is_repeated else f"`{support.show_scalar(f, f.default_value)}`"
     level = schema.option(f, "support")
     status = _BADGES[level]
-    hint = schema.option(f, "hint") or schema.message_option(f.containing_type, "fields_hint")
-    if level != IMPLEMENTED and hint:
-        status += f": {hint}"
+    why = support.hint(f)
+    if level != IMPLEMENTED and why:
+        status += f": {why}"
     rules = [f"requires `{r}`" for r in [schema.option(f, "requires")] if r]
     rules += [f"active when `{g}` > 1" for g in [schema.option(f, "active_when_parallel")] if g]
     rules += [f"active when `{g}` is true" for g in [schema.option(f, "active_when")] if g]

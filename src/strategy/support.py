@@ -12,12 +12,11 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from . import schema
-from ._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED, Support
+from ._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 from .errors import Location, StrategyError
 
-__all__ = ["Finding", "Recalled", "Review", "combined", "effective", "recall", "remember", "review", "status"]
+__all__ = ["Finding", "Recalled", "Review", "combined", "effective", "hint", "recall", "remember", "review", "status"]
 
-STATUS_NAMES = {IMPLEMENTED: "implemented", NO_EFFECT: "no effect", NOT_IMPLEMENTED: "not implemented"}
 
 
 class Status(NamedTuple):
@@ -78,12 +77,13 @@ def _facts(f: FieldDescriptor) -> _Facts:
     facts = _FACTS.get(f)
     if facts is None:
         support = schema.option(f, "support")
-        own = _IMPLEMENTED if support in (None, IMPLEMENTED) else Status(support, _hint(f))
+        own = _IMPLEMENTED if support in (None, IMPLEMENTED) else Status(support, hint(f))
         facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"))
     return facts
 
 
-def _hint(f: FieldDescriptor) -> str:
+def hint(f: FieldDescriptor) -> str:
+    """The field's hint: its own (hint), else its message's (fields_hint)."""
     return schema.option(f, "hint") or schema.message_option(f.containing_type, "fields_hint") or ""
 
 
@@ -249,5 +249,3 @@ def recall(msg: Message) -> Recalled:
         return entry.recalled._replace(checked=None)
     return entry.recalled
 
-
-assert set(STATUS_NAMES) == set(Support.values()), "every Support value needs a name"
