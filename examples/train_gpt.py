@@ -16,6 +16,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -263,13 +264,22 @@ def global_mean(loss: torch.Tensor, hcg: parallel.HybridGroup) -> float:
 
 
 def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrategy, *, title: str = "train_gpt") -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The strategy as it ran and summary.json first (atomically), then loss.png: a run that trained is never lost
+    to a plotting library that is missing or fails (a warning says so)."""
+    from strategy.atomic import write_atomic
 
     out.mkdir(parents=True, exist_ok=True)
     strategy.dump(effective, out / "strategy.prototxt")
+    write_atomic(out / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as e:
+        warnings.warn(f"loss.png not drawn ({e}); summary.json has the losses. pip install matplotlib to draw it",
+                      stacklevel=2)
+        return
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(range(1, len(summary["losses"]) + 1), summary["losses"])
     ax.axhline(math.log(256), linestyle="--", color="gray", label="uniform over bytes (ln 256)")
@@ -277,7 +287,7 @@ def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrat
     ax.legend()
     fig.tight_layout()
     fig.savefig(out / "loss.png", dpi=120)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:

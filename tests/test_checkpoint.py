@@ -33,7 +33,7 @@ def test_a_checkpoint_saved_at_mp2_loads_into_any_layout_exactly(pools, saved_at
     assert loaded["full"].keys() == saved["full"].keys()
     for key, value in saved["full"].items():
         assert torch.equal(loaded["full"][key], value), key
-    assert (loaded["step"], loaded["extra"], loaded["layout"]) == (3, {"note": "from mp test"}, {"dp": 1, "mp": 2, "world_size": 2})
+    assert (loaded["step"], loaded["extra"], loaded["layout"]) == (3, {"note": "from mp test"}, {"dp": 1, "pp": 1, "sharding": 1, "sep": 1, "cp": 1, "mp": 2, "world_size": 2})
     assert loaded["resharded"] == (None if mp == 2 else f"mp 2 -> {mp}")
     assert [w for w in loaded["warnings"] if "resharded" in w] == ([] if mp == 2 else [
         f"{path}: saved with {{'dp': 1, 'mp': 2, 'world_size': 2}}, loaded into {{'dp': 1, 'mp': {mp}, 'world_size': {mp}}} "
@@ -118,7 +118,7 @@ def _dies_mid_save(rank: int, port: int, directory: str, results) -> None:
 
     os.environ.update(rank_env(rank, 2, port))
     import parallel
-    import parallel.checkpoint as checkpoint
+    import parallel.checkpoint.save_load as checkpoint
     from rank_helpers import make_strategy
 
     torch.set_num_threads(1)

@@ -32,6 +32,19 @@ def test_init_builds_dp2_mp2_groups_in_four_processes(pools):
     assert all(g["sizes"] == (2, 2, 4) and g["current_is_it"] for g in got)
 
 
+@pytest.mark.parametrize(("dp", "mp"), [(2, 2), (4, 1), (1, 4)])
+def test_every_axis_and_mesh_dim_is_the_resolved_layout_on_four_ranks(pools, dp, mp):
+    got = pools(4).run(cases.axes_match_the_resolved_layout, f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} }}")
+    # dp and sharding positions take different batches; mp positions share one.
+    assert [g["data"] for g in got] == [(r // mp, dp) for r in range(4)]
+
+
+def test_every_axis_and_mesh_dim_is_the_resolved_layout_on_eight_ranks(pools):
+    got = pools(8).run(cases.axes_match_the_resolved_layout, "hybrid_configs { dp_degree: 2 mp_degree: 4 }", timeout=120)
+    assert [g["coordinates"]["dp"] for g in got] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [g["data"] for g in got] == [(r // 4, 2) for r in range(8)]
+
+
 def test_current_before_init_is_a_clear_runtime_error(pools):
     message = pools(2).run(cases.current_before_init)[0]
     assert message == "no hybrid group: call parallel.init(strategy) first (under torchrun)"

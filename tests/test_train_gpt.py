@@ -75,3 +75,17 @@ def test_a_bad_strategy_file_is_a_clear_error(tmp_path):
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
     assert result.stderr.strip() == f"{bad}:1:18: unknown field hybrid_configs.mp_degre; did you mean 'mp_degree'?"
+
+
+def test_outputs_are_written_before_the_plot_and_a_missing_plotting_library_only_warns(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import train_gpt
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib raises ImportError
+    summary = {"losses": [2.0, 1.5], "world_size": 1}
+    with pytest.warns(UserWarning, match=r"loss.png not drawn .*summary.json has the losses"):
+        train_gpt.write_outputs(tmp_path, summary, strategy.DistributedStrategy())
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    assert (tmp_path / "strategy.prototxt").exists() and not (tmp_path / "loss.png").exists()

@@ -38,10 +38,13 @@ def test_recompute_gives_the_same_loss_and_grads_without_keeping_the_activations
     assert recomputed["saved"] < plain["saved"]
 
 
-def test_recompute_without_names_says_what_to_name(pools):
-    message = pools(2).run(cases.recompute_without_names, 2)[0]
-    assert message == ('recompute is on but recompute_configs.checkpoints names no modules; name the blocks to recompute '
-                       'with globs on module names, e.g. checkpoints: "emb"')
+def test_recompute_without_names_recomputes_every_block_or_says_what_to_name(pools):
+    result = pools(2).run(cases.recompute_without_names, 2)[0]
+    assert result["wrapped"] == ["1.0", "1.1", "1.2"]  # the children of the model's ModuleList
+    assert result["error"] == (
+        "recompute is on and recompute_configs.checkpoints names no modules, so every block would be recomputed, but "
+        "Parallel has no blocks (no Hugging Face _no_split_modules, no nn.ModuleList); name the modules to recompute "
+        'with globs on module names, e.g. checkpoints: "emb"')
 
 
 def test_the_example_strategy_with_bf16_recompute_and_merge_trains_the_demo(pools):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 import parallel
-from parallel import column as column_module
-from parallel import comm
+from parallel.tensor import collectives as comm
+from parallel.tensor import grads
 from rank_helpers import RecordedWait, OpCounter, close, count_collectives, graph_nodes, init, make_strategy
 
 B, IN, OUT = 6, 8, 12
@@ -45,7 +45,7 @@ def async_allreduce_is_issued_before_the_weight_grad(world: int, fused: bool) ->
     init(make_strategy(world, flags=(True, False, fused)))
     layer = parallel.ColumnParallelLinear(IN, OUT)
     events: list[str] = []
-    real_all_reduce, real_weight_grad, real_accumulate = comm.all_reduce, column_module.weight_grad, column_module.accumulate_weight_grad
+    real_all_reduce, real_weight_grad, real_accumulate = comm.all_reduce, grads.weight_grad, grads.accumulate_weight_grad
 
     def all_reduce(t, group, *, async_op=False):
         events.append("all_reduce(async)" if async_op else "all_reduce")
@@ -60,12 +60,12 @@ def async_allreduce_is_issued_before_the_weight_grad(world: int, fused: bool) ->
         events.append("dW")
         return real_accumulate(*args)
 
-    comm.all_reduce, column_module.weight_grad, column_module.accumulate_weight_grad = all_reduce, weight_grad, accumulate
+    comm.all_reduce, grads.weight_grad, grads.accumulate_weight_grad = all_reduce, weight_grad, accumulate
     try:
         y = layer(torch.randn(B, IN, requires_grad=True))
         y.sum().backward()
     finally:
-        comm.all_reduce, column_module.weight_grad, column_module.accumulate_weight_grad = real_all_reduce, real_weight_grad, real_accumulate
+        comm.all_reduce, grads.weight_grad, grads.accumulate_weight_grad = real_all_reduce, real_weight_grad, real_accumulate
     return events
 
 

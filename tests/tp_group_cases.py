@@ -67,3 +67,22 @@ def destroy_releases_groups() -> bool:
     except RuntimeError:
         return dist.is_initialized()  # the default group was not created by init, so it stays
     return False
+
+
+def axes_match_the_resolved_layout(text: str) -> dict:
+    """Every axis's group, rank, size and ranks, and mesh[axis]'s group, are what the strategy resolves to."""
+    hcg = init(strategy.loads(text))
+    resolved = hcg.resolved
+    layout = resolved.process_groups()
+    coordinates = resolved.coordinates(hcg.rank)
+    assert tuple(hcg.mesh.mesh_dim_names) == resolved.order == tuple(layout)
+    for axis, groups in layout.items():
+        (mine,) = [g for g in groups if hcg.rank in g]
+        group = getattr(hcg, f"{axis}_group")
+        assert list(dist.get_process_group_ranks(group)) == mine, axis
+        assert list(getattr(hcg, f"{axis}_ranks")) == mine, axis
+        assert getattr(hcg, f"{axis}_rank") == mine.index(hcg.rank) == coordinates[axis], axis
+        assert getattr(hcg, f"{axis}_size") == resolved.degrees[axis] == len(mine), axis
+        assert list(dist.get_process_group_ranks(hcg.mesh[axis].get_group())) == mine, f"mesh[{axis!r}]"
+        assert hcg.group(axis) is group
+    return {"rank": hcg.rank, "data": (hcg.data_rank, hcg.data_size), "coordinates": coordinates}

@@ -7,8 +7,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import parallel
-from parallel import column as column_module
-from parallel import sequence_linear
+from parallel.tensor import grads, sequence_linear
 from rank_helpers import RecordedWait, close, count_collectives, init, make_strategy, shard
 
 S, B, IN, HID, OUT = 8, 3, 8, 16, 8  # [s, b, h] layout; S divisible by 2 and 4
@@ -89,7 +88,7 @@ def reduce_scatter_order(world: int, async_reduce_scatter: bool, fused: bool) ->
     init(sp_strategy(world, (fused, fused, async_reduce_scatter, False)))
     layer = parallel.ColumnParallelLinear(IN, HID, gather_output=False)
     events: list[str] = []
-    real_rs, real_dw, real_acc = sequence_linear.reduce_scatter_sequence, column_module.weight_grad, column_module.accumulate_weight_grad
+    real_rs, real_dw, real_acc = sequence_linear.reduce_scatter_sequence, grads.weight_grad, grads.accumulate_weight_grad
 
     def reduce_scatter(*args, async_op=False, **kwargs):
         events.append("reduce_scatter(async)" if async_op else "reduce_scatter")
@@ -105,12 +104,12 @@ def reduce_scatter_order(world: int, async_reduce_scatter: bool, fused: bool) ->
         return real_acc(*args)
 
     sequence_linear.reduce_scatter_sequence = reduce_scatter
-    column_module.weight_grad, column_module.accumulate_weight_grad = weight_grad, accumulate
+    grads.weight_grad, grads.accumulate_weight_grad = weight_grad, accumulate
     try:
         layer(torch.randn(S // world, B, IN, requires_grad=True)).sum().backward()
     finally:
         sequence_linear.reduce_scatter_sequence = real_rs
-        column_module.weight_grad, column_module.accumulate_weight_grad = real_dw, real_acc
+        grads.weight_grad, grads.accumulate_weight_grad = real_dw, real_acc
     return events
 
 

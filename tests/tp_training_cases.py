@@ -144,12 +144,15 @@ def recompute_matches(mp: int) -> dict:
     return {k: {"loss": v["loss"], "saved": v["saved"], "wrapped": v["wrapped"]} for k, v in results.items()}
 
 
-def recompute_without_names(mp: int) -> str:
+def recompute_without_names(mp: int) -> dict:
+    """`recompute: true` naming no module: every block of a model that has blocks, an error for one that has none."""
     init(_strategy(mp, 1, "recompute: true"))
+    stack = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)]))
+    wrapped = parallel.apply_recompute(stack)
     try:
         parallel.apply_recompute(Parallel())
     except strategy.StrategyError as e:
-        return str(e)
+        return {"wrapped": wrapped, "error": str(e)}
     raise AssertionError("no error")
 
 

@@ -1,24 +1,33 @@
-"""Tensor-parallel runtime on torch.distributed, driven by a resolved strategy.
+"""Hybrid-parallel runtime on torch.distributed, driven by a resolved strategy.
 
-`init(strategy)` builds the dp × mp process groups; the layers and the optimizer wrapper read their
-settings from the group it makes current (or the `hcg=` they are given).
+`init(strategy)` builds the groups of every hybrid axis and one DeviceMesh over them; the layers and the
+optimizer wrapper read their settings from the group it makes current (or the `hcg=` they are given).
+
+Layout (each subpackage imports only those above it):
+    topology/    groups, mesh, agreement across ranks, guarded collectives
+    tensor/      mp collectives, parallel layers, sequence parallelism
+    training/    optimizer wrapper, amp, clipping, gradient merge, recompute, replica checks
+    checkpoint/  DCP save / load / reshard, the `strategy checkpoint` command
+    compose/     `parallelize`: a user's model, parallelised in one fixed order
 """
 
-from .amp import autocast, cast_for_amp
 from .checkpoint import Checkpoint, full_state_dict, load, save
-from .column import ColumnParallelLinear
-from .comm import CollectiveError
-from .cross_entropy import ParallelCrossEntropy
-from .data import broadcast_data
-from .embedding import VocabParallelEmbedding
-from .groups import HybridGroup, communicator_options, current, destroy, init
-from .optimizer import HybridParallelOptimizer, add_main_grad
-from .parallelize import parallelize
-from .replicas import ReplicaMismatchError, check_replicas
-from .recompute import apply_recompute
-from .row import RowParallelLinear
-from .sequence import gather_from_sequence, mark_sequence_parallel, reduce_sequence_parallel_grads, scatter_to_sequence
-from .sharding import is_sharded
+from .compose import parallelize
+from .tensor import (
+    ColumnParallelLinear,
+    ParallelCrossEntropy,
+    RowParallelLinear,
+    VocabParallelEmbedding,
+    add_main_grad,
+    broadcast_data,
+    gather_from_sequence,
+    is_sharded,
+    mark_sequence_parallel,
+    reduce_sequence_parallel_grads,
+    scatter_to_sequence,
+)
+from .topology import CollectiveError, HybridGroup, communicator_options, current, destroy, init
+from .training import ReplicaMismatchError, HybridParallelOptimizer, apply_recompute, autocast, cast_for_amp, check_replicas
 
 __all__ = [
     "Checkpoint",

@@ -1,8 +1,9 @@
 """Recompute (activation checkpointing) of the modules the strategy names, with torch.utils.checkpoint.
 
-`recompute_configs.checkpoints` holds globs on module names, as plans do ("model.layers.*"). Each matching
-module's forward runs under non-reentrant checkpointing with the RNG state preserved, so dropout draws the
-same masks when the forward is recomputed in the backward.
+`recompute_configs.checkpoints` holds globs on module names, as plans do ("model.layers.*"); none named means
+every block of the model (Paddle's meaning of a bare `recompute: true`: every decoder layer). Each module's
+forward runs under non-reentrant checkpointing with the RNG state preserved, so dropout draws the same masks
+when the forward is recomputed in the backward.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from torch.utils.checkpoint import checkpoint
 
 from strategy import StrategyError
 
-from .groups import HybridGroup, current
+from ..blocks import block_names
+from ..topology.groups import HybridGroup, current
 
 __all__ = ["apply_recompute", "recompute_targets"]
 
@@ -26,10 +28,11 @@ _MARK = "_parallel_recompute"
 
 def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpoints: tuple[str, ...] | None = None) -> list[str]:
     """Wrap the forward of each module whose name matches a glob of `recompute_configs.checkpoints` (or
-    `checkpoints`, given) in torch.utils.checkpoint; returns the names wrapped. A no-op when `recompute` is off.
+    `checkpoints`, given; every block of the model when none is named) in torch.utils.checkpoint; returns the names
+    wrapped. A no-op when `recompute` is off.
 
     Raises:
-        StrategyError: recompute is on and no glob is named, or a glob matches no module (saying what to name).
+        StrategyError: a glob matches no module, or none is named and the model has no blocks (saying what to name).
     """
     modules = dict(model.named_modules())
     done: list[str] = []
@@ -42,7 +45,7 @@ def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpo
 
 
 def recompute_targets(model: nn.Module, hcg: HybridGroup, checkpoints: tuple[str, ...] | None = None) -> list[str]:
-    """The names of the modules to recompute, sorted; StrategyError for no globs or a glob matching nothing."""
+    """The names of the modules to recompute, sorted: the globs' matches, or every block when no glob is named."""
     settings = hcg.resolved.recompute
     if checkpoints is None:
         if not settings.enabled:
@@ -50,9 +53,13 @@ def recompute_targets(model: nn.Module, hcg: HybridGroup, checkpoints: tuple[str
         checkpoints = settings.checkpoints
     names = [n for n, _ in model.named_modules() if n]
     if not checkpoints:
-        raise StrategyError(
-            f"recompute is on but {FIELD} names no modules; name the blocks to recompute with globs on module names, "
-            f"e.g. checkpoints: \"{_suggest(names)}\"", field=FIELD)
+        blocks = block_names(model)
+        if not blocks:
+            raise StrategyError(
+                f"recompute is on and {FIELD} names no modules, so every block would be recomputed, but "
+                f"{type(model).__name__} has no blocks (no Hugging Face _no_split_modules, no nn.ModuleList); name the "
+                f"modules to recompute with globs on module names, e.g. checkpoints: \"{_suggest(names)}\"", field=FIELD)
+        return blocks
     wrapped: list[str] = []
     for pattern in checkpoints:
         hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]

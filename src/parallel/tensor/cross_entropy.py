@@ -11,8 +11,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.autograd import Function
 
-from . import comm
-from .groups import HybridGroup
+from ..topology.groups import HybridGroup
+from ..topology.guard import guard
 from .module import MpModule
 
 __all__ = ["ParallelCrossEntropy"]
@@ -25,7 +25,7 @@ class _VocabParallelCrossEntropy(Function):
     def forward(ctx, logits, target, ignore_index, group, vocab_start):
         # logits [N, V/mp], target [N]; the loss is log(sum_j exp(z_j)) - z_target, shifted by max(z).
         row_max = logits.max(dim=-1).values
-        with comm.guard("cross-entropy max all-reduce", group):
+        with guard("cross-entropy max all-reduce", group):
             dist.all_reduce(row_max, op=dist.ReduceOp.MAX, group=group)
         shifted = logits - row_max.unsqueeze(-1)
         vocab_end = vocab_start + logits.shape[-1]
@@ -34,7 +34,7 @@ class _VocabParallelCrossEntropy(Function):
         picked = shifted.gather(-1, local_target.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0)
         exp = shifted.exp()
         both = torch.stack([picked, exp.sum(dim=-1)])
-        with comm.guard("cross-entropy sum all-reduce", group):
+        with guard("cross-entropy sum all-reduce", group):
             dist.all_reduce(both, group=group)  # one collective for the target logit and the partition sum
         picked, sum_exp = both[0], both[1]
         ignored = target == ignore_index

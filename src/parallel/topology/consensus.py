@@ -8,7 +8,7 @@ import torch.distributed as dist
 
 from strategy import Resolved, StrategyError
 
-from .comm import guard
+from .guard import guard
 
 __all__ = ["agree"]
 

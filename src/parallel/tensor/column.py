@@ -7,8 +7,6 @@ its block of outputs from the full input, and the input gradient is a sum of eve
 from __future__ import annotations
 
 import math
-import os
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -16,58 +14,15 @@ from torch import nn
 from torch.autograd import Function
 from torch.profiler import record_function
 
-from . import comm
-from .groups import HybridGroup
+from ..topology.groups import HybridGroup
+from ..topology.guard import guard
+from . import collectives as comm
+from . import grads
 from .module import MpModule
 from .sequence_linear import SequenceColumnMatmul
-from .sharding import divide, mark_sharded, shard_init_generator, shard_of
+from .shards import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["ColumnParallelLinear"]
-
-_warned_overlap = False
-
-
-def _warn_if_no_overlap(x: torch.Tensor) -> None:
-    """On CUDA the all-reduce overlaps the dW GEMM only if kernels launch in order (Megatron's advice)."""
-    global _warned_overlap
-    if _warned_overlap or not x.is_cuda or os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1":
-        return
-    _warned_overlap = True
-    warnings.warn(
-        "mp_async_allreduce: set CUDA_DEVICE_MAX_CONNECTIONS=1 so the dx all-reduce is scheduled before the "
-        "dW GEMM; without it the two may not overlap",
-        RuntimeWarning,
-        stacklevel=4,
-    )
-
-
-def accumulate_weight_grad(param: nn.Parameter, grad_out: torch.Tensor, inp: torch.Tensor) -> None:
-    """param.main_grad (or .grad) += grad_out.T @ inp, as one accumulating GEMM (beta = 1): no dW temporary."""
-    target = getattr(param, "main_grad", None)
-    if target is None:
-        if param.grad is None:
-            # First micro-batch: the GEMM writes the buffer it creates (cast only under autocast).
-            param.grad = (grad_out.t() @ inp).to(param.dtype)
-            return
-        target = param.grad
-    if grad_out.dtype == target.dtype:
-        target.addmm_(grad_out.t(), inp)
-    elif target.is_cuda:
-        torch.addmm(target, grad_out.t(), inp, out_dtype=target.dtype, out=target)  # bf16 GEMM, fp32 accumulate
-    else:
-        # CPU has no mixed-dtype GEMM: upcast the activations (not a dW-sized temporary).
-        target.addmm_(grad_out.t().to(target.dtype), inp.to(target.dtype))
-
-
-def accumulate_bias_grad(param: nn.Parameter, grad_out: torch.Tensor) -> None:
-    target = getattr(param, "main_grad", None)
-    if target is None:
-        if param.grad is None:
-            param.grad = grad_out.sum(0, dtype=param.dtype)
-            return
-        target = param.grad
-    target.add_(grad_out.sum(0, dtype=target.dtype))
-
 
 class _ColumnMatmul(Function):
     """y = x @ W.T + b with the backward of mp_async_allreduce and mp_fused_linear_param_grad_add.
@@ -100,23 +55,18 @@ class _ColumnMatmul(Function):
         with record_function("ColumnParallelLinear.dW (overlaps the dx all-reduce)"):
             if ctx.fused:
                 if ctx.needs_input_grad[1]:
-                    accumulate_weight_grad(ctx.params[0], g2, x2)
+                    grads.accumulate_weight_grad(ctx.params[0], g2, x2)
                 if ctx.has_bias and ctx.needs_input_grad[2]:
-                    accumulate_bias_grad(ctx.params[1], g2)
+                    grads.accumulate_bias_grad(ctx.params[1], g2)
             else:
                 if ctx.needs_input_grad[1]:
-                    grad_w = weight_grad(g2, x2)
+                    grad_w = grads.weight_grad(g2, x2)
                 if ctx.has_bias and ctx.needs_input_grad[2]:
                     grad_b = g2.sum(0)
         if handle is not None:
-            with record_function("ColumnParallelLinear.wait dx all-reduce"), comm.guard("async dx all-reduce", ctx.group):
+            with record_function("ColumnParallelLinear.wait dx all-reduce"), guard("async dx all-reduce", ctx.group):
                 handle.wait()
         return grad_x, grad_w, grad_b, None, None, None
-
-
-def weight_grad(grad_out: torch.Tensor, inp: torch.Tensor) -> torch.Tensor:
-    """dW = grad_out.T @ inp (a named function so tests can see when it runs)."""
-    return grad_out.t() @ inp
 
 
 class ColumnParallelLinear(MpModule):
@@ -174,7 +124,7 @@ class ColumnParallelLinear(MpModule):
         if self.settings.sequence_parallel:
             y = self._sequence_matmul(x)
         elif self.settings.async_allreduce:
-            _warn_if_no_overlap(x)
+            grads.warn_if_no_overlap(x)
             if not self.settings.skip_c_identity:
                 x = comm.identity_node(x)
             y = self._async_matmul(x)

@@ -11,8 +11,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .comm import guard
-from .groups import HybridGroup, current
+from ..topology.groups import HybridGroup, current
+from ..topology.guard import guard
 
 __all__ = ["broadcast_data"]
 

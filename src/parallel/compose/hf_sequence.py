@@ -18,9 +18,9 @@ from torch import nn
 
 from strategy import StrategyError
 
-from .groups import HybridGroup
+from ..tensor.sequence import gather_from_sequence, mark_sequence_parallel, scatter_to_sequence
+from ..topology.groups import HybridGroup
 from .plan import COLUMN, ROW, Match
-from .sequence import gather_from_sequence, mark_sequence_parallel, scatter_to_sequence
 
 __all__ = ["SequencePlan", "plan_sequence_parallel"]
 

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch.autograd import Function
 from torch.profiler import record_function
 
-from . import column
-from .comm import guard
+from ..topology.guard import guard
+from . import grads
 from .sequence import all_gather_sequence, reduce_scatter_sequence
 
 __all__ = ["SequenceColumnMatmul"]
@@ -60,12 +60,12 @@ class SequenceColumnMatmul(Function):
         with record_function("ColumnParallelLinear.dW (overlaps the dx reduce-scatter)"):
             if ctx.fused:
                 if ctx.needs_input_grad[1]:
-                    column.accumulate_weight_grad(ctx.params[0], g2, x2)
+                    grads.accumulate_weight_grad(ctx.params[0], g2, x2)
                 if ctx.has_bias and ctx.needs_input_grad[2]:
-                    column.accumulate_bias_grad(ctx.params[1], g2)
+                    grads.accumulate_bias_grad(ctx.params[1], g2)
             else:
                 if ctx.needs_input_grad[1]:
-                    grad_w = column.weight_grad(g2, x2)
+                    grad_w = grads.weight_grad(g2, x2)
                 if ctx.has_bias and ctx.needs_input_grad[2]:
                     grad_b = g2.sum(0)
         if reduce is not None:

@@ -1,7 +1,7 @@
-"""Process groups for hybrid parallelism: `init` builds the dp × mp layout from a strategy and makes it current.
+"""Process groups for hybrid parallelism: `init` builds every axis's groups and one mesh, and makes them current.
 
-Axis order follows PaddlePaddle: dp outermost, mp innermost, so the ranks of one mp group are adjacent
-(dp2 × mp2: mp groups [0, 1], [2, 3]; dp groups [0, 2], [1, 3]).
+Axis order follows PaddlePaddle (dp, pp, sharding, sep, cp, mp, or the strategy's `order`): mp innermost, so the
+ranks of one mp group are adjacent (dp2 × mp2: mp groups [0, 1], [2, 3]; dp groups [0, 2], [1, 3]).
 """
 
 from __future__ import annotations
@@ -21,33 +21,76 @@ from strategy import Resolved, StrategyError
 
 from .consensus import agree
 
-__all__ = ["HybridGroup", "communicator_options", "current", "destroy", "init"]
+__all__ = ["AXES", "HybridGroup", "communicator_options", "current", "destroy", "init"]
+
+
+AXES = ("dp", "pp", "sharding", "sep", "cp", "mp")  # Paddle's default order, outermost first
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HybridGroup:
     """This rank's place in the hybrid layout, and the groups to talk to its peers.
 
+    For each axis of the strategy (dp, pp, sharding, sep, cp, mp): `<axis>_group` (the ranks that differ from
+    this one only in their position on that axis), `<axis>_rank` (this rank's position there), `<axis>_size`
+    (the axis's degree) and `<axis>_ranks` (the group's global ranks, in axis order). Size-1 axes have a group of
+    one, so code can use any axis unconditionally.
+
     Attributes:
         resolved: the effective strategy every rank agreed on.
-        mp_group / dp_group: the model-parallel group (ranks sharing one replica's shards) and the
-            data-parallel group (ranks holding the same shard of different replicas).
-        mesh: the same layout as a DeviceMesh with dims ("dp", "mp") over these very groups, for torch's
-            DTensor-based APIs (distributed checkpoints, parallelize_module): one set of groups, not two.
+        data_rank / data_size: which of the distinct batches this rank takes: ranks that differ only in their
+            pp, sep, cp or mp position read the same batch; dp and sharding positions read different ones
+            (data_rank = dp_rank · sharding_size + sharding_rank, as Paddle's data loaders count). Ready for
+            `DistributedSampler(num_replicas=hcg.data_size, rank=hcg.data_rank)`.
+        pp_p2p_group: the pipeline's point-to-point group: pp_group, unless pp_configs.p2p_nccl_config asks for a
+            communicator of its own (NCCL only).
+        mesh: the same layout as one DeviceMesh over these very groups, dims named by axis in the strategy's order
+            (size-1 dims kept: `mesh["pp"]` always exists), for torch's DTensor-based APIs.
     """
 
     resolved: Resolved
     rank: int
     world_size: int
-    mp_group: dist.ProcessGroup
-    mp_rank: int
-    mp_size: int
     dp_group: dist.ProcessGroup
     dp_rank: int
     dp_size: int
-    mp_ranks: tuple[int, ...] = field(default=())
-    dp_ranks: tuple[int, ...] = field(default=())
-    mesh: DeviceMesh | None = None
+    dp_ranks: tuple[int, ...]
+    pp_group: dist.ProcessGroup
+    pp_rank: int
+    pp_size: int
+    pp_ranks: tuple[int, ...]
+    sharding_group: dist.ProcessGroup
+    sharding_rank: int
+    sharding_size: int
+    sharding_ranks: tuple[int, ...]
+    sep_group: dist.ProcessGroup
+    sep_rank: int
+    sep_size: int
+    sep_ranks: tuple[int, ...]
+    cp_group: dist.ProcessGroup
+    cp_rank: int
+    cp_size: int
+    cp_ranks: tuple[int, ...]
+    mp_group: dist.ProcessGroup
+    mp_rank: int
+    mp_size: int
+    mp_ranks: tuple[int, ...]
+    pp_p2p_group: dist.ProcessGroup
+    mesh: DeviceMesh
+
+    @property
+    def data_rank(self) -> int:
+        return self.dp_rank * self.sharding_size + self.sharding_rank
+
+    @property
+    def data_size(self) -> int:
+        return self.dp_size * self.sharding_size
+
+    def group(self, axis: str) -> dist.ProcessGroup:
+        """The group of `axis` ("dp", "pp", "sharding", "sep", "cp" or "mp")."""
+        if axis not in AXES:
+            raise ValueError(f"unknown axis {axis!r}; the axes are {', '.join(AXES)}")
+        return getattr(self, f"{axis}_group")
 
 
 @dataclass(slots=True)
@@ -107,36 +150,37 @@ def init(
     agree(resolved, error, rank=rank, world_size=world)
     assert resolved is not None
 
-    mp_groups, dp_groups = resolved.process_groups()
-    mine: dict[str, tuple[dist.ProcessGroup, list[int]]] = {}
-    for name, layout in (("mp", mp_groups), ("dp", dp_groups)):
-        options = communicator_options(resolved.nccl.get(name, {}), dist.get_backend())
-        for ranks in layout:  # every rank creates every group, in the same order
-            group = dist.new_group(ranks, timeout=timeout, **options)
-            _STATE.groups.append(group)
-            if rank in ranks:
-                mine[name] = (group, ranks)
-    (mp_group, mp_ranks), (dp_group, dp_ranks) = mine["mp"], mine["dp"]
+    layout = resolved.process_groups()  # axis -> its groups, in the strategy's order
+    mine: dict[str, Any] = {}
+    for axis, groups in layout.items():
+        mine.update(_make_groups(axis, groups, resolved.nccl.get(axis, {}), rank, timeout))
+    p2p = communicator_options(resolved.nccl.get("pp_p2p", {}), dist.get_backend())
+    if p2p:  # a communicator of its own for the pipeline's send/recv (pp_configs.p2p_nccl_config)
+        mine.update({"pp_p2p_group": _make_groups("pp", layout["pp"], resolved.nccl["pp_p2p"], rank, timeout)["pp_group"]})
+    else:
+        mine["pp_p2p_group"] = mine["pp_group"]
     # The mesh wraps the groups just made (they carry parallel.init's timeout and the NCCL options, which
-    # init_device_mesh's own groups would not): rank = dp_index * mp + mp_index, as the groups are laid out.
-    rank_grid = torch.arange(world).view(resolved.dp_degree, resolved.mp_degree)
+    # init_device_mesh's own groups would not): rank = the row-major index of its coordinates, axes in order.
+    order = tuple(layout)
+    rank_grid = torch.arange(world).view(*(resolved.degrees[a] for a in order))
     device_type = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    mesh = DeviceMesh.from_group([dp_group, mp_group], device_type, mesh=rank_grid, mesh_dim_names=("dp", "mp"))
-    _STATE.current = HybridGroup(
-        resolved=resolved,
-        rank=rank,
-        world_size=world,
-        mp_group=mp_group,
-        mp_rank=mp_ranks.index(rank),
-        mp_size=len(mp_ranks),
-        dp_group=dp_group,
-        dp_rank=dp_ranks.index(rank),
-        dp_size=len(dp_ranks),
-        mp_ranks=tuple(mp_ranks),
-        dp_ranks=tuple(dp_ranks),
-        mesh=mesh,
-    )
+    mesh = DeviceMesh.from_group([mine[f"{a}_group"] for a in order], device_type, mesh=rank_grid, mesh_dim_names=order)
+    _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, mesh=mesh, **mine)
     return _STATE.current
+
+
+def _make_groups(axis: str, groups: list[list[int]], nccl: dict[str, Any], rank: int,
+                 timeout: datetime.timedelta | None) -> dict[str, Any]:
+    """Create every group of `axis` (every rank creates every group, in the same order); this rank's as fields."""
+    options = communicator_options(nccl, dist.get_backend())
+    out: dict[str, Any] = {}
+    for ranks in groups:
+        group = dist.new_group(ranks, timeout=timeout, **options)
+        _STATE.groups.append(group)
+        if rank in ranks:
+            out = {f"{axis}_group": group, f"{axis}_rank": ranks.index(rank), f"{axis}_size": len(ranks),
+                   f"{axis}_ranks": tuple(ranks)}
+    return out
 
 
 def communicator_options(settings: dict[str, Any], backend: str) -> dict[str, Any]:

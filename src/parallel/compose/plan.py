@@ -15,7 +15,7 @@ from torch import nn
 
 from strategy import TP_STYLES, StrategyError
 
-from .groups import HybridGroup
+from ..topology.groups import HybridGroup
 
 __all__ = ["Match", "match_plan", "plan_for"]
 

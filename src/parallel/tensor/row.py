@@ -12,11 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import comm
-from .groups import HybridGroup
+from ..topology.groups import HybridGroup
+from . import collectives as comm
 from .module import MpModule
 from .sequence import ReduceScatterToSequence, mark_sequence_parallel
-from .sharding import divide, mark_sharded, shard_init_generator, shard_of
+from .shards import divide, mark_sharded, shard_init_generator, shard_of
 
 __all__ = ["RowParallelLinear"]
 

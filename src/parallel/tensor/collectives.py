@@ -7,48 +7,21 @@ identity backward, and a split along the last dim is undone by an all-gather.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import torch
 import torch.distributed as dist
 from torch.autograd import Function
 
+from ..topology.guard import guard
+
 __all__ = [
-    "CollectiveError",
     "all_gather_last",
     "all_reduce",
     "copy_to_mp",
     "gather_from_mp",
-    "guard",
     "identity_node",
     "reduce_from_mp",
     "scatter_to_mp",
 ]
-
-
-class CollectiveError(RuntimeError):
-    """A collective failed: usually a peer rank died, or did not arrive within the group's timeout."""
-
-
-@contextmanager
-def guard(what: str, group: dist.ProcessGroup | None) -> Iterator[None]:
-    """Re-raise a failed collective as a CollectiveError that names the operation, the ranks and the cause."""
-    try:
-        yield
-    except CollectiveError:
-        raise
-    except (RuntimeError, dist.DistError) as e:
-        ranks: object
-        try:
-            ranks = dist.get_process_group_ranks(group) if group is not None else list(range(dist.get_world_size()))
-        except Exception:  # noqa: BLE001 - the group itself may be gone
-            ranks = "?"
-        raise CollectiveError(
-            f"{what} over ranks {ranks} failed on rank {dist.get_rank()}: {e}. A peer rank probably died or "
-            "did not reach this collective within the process-group timeout (parallel.init(timeout=...)); "
-            "see the other ranks' logs"
-        ) from e
 
 
 def all_reduce(t: torch.Tensor, group: dist.ProcessGroup, *, async_op: bool = False) -> dist.Work | None:

@@ -25,8 +25,8 @@ from torch.distributed.tensor import DTensor, Replicate, Shard
 
 import strategy
 
-from .groups import HybridGroup, current
-from .sharding import SHARD_DIM
+from ..tensor.shards import SHARD_DIM
+from ..topology.groups import AXES, HybridGroup, current
 
 __all__ = ["MARKER", "Checkpoint", "full_state_dict", "load", "save"]
 
@@ -41,7 +41,7 @@ class Checkpoint:
     Attributes:
         step, extra: what `save` was given.
         strategy: the saved run's resolved strategy, in text format.
-        layout: the saved run's degrees, {"dp": 2, "mp": 2, "world_size": 4}.
+        layout: the saved run's degree on each axis and its world size, {"dp": 2, "pp": 1, ..., "mp": 2, "world_size": 4}.
         resharded: "mp 2 -> 4" and the like when the layout changed, else None.
     """
 
@@ -53,14 +53,15 @@ class Checkpoint:
 
 
 # -- state dicts as DTensors ----------------------------------------------------------------------------
-def _placements(param: torch.Tensor | None) -> list[Any]:
+def _placements(param: torch.Tensor | None, dims: tuple[str, ...]) -> list[Any]:
+    """One placement per mesh dim: an mp-split parameter is sharded on "mp", everything else replicated."""
     dim = getattr(param, SHARD_DIM, None) if param is not None else None
-    return [Replicate(), Shard(dim) if dim is not None else Replicate()]
+    return [Shard(dim) if axis == "mp" and dim is not None else Replicate() for axis in dims]
 
 
 def _as_dtensor(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> DTensor:
     """`t` (this rank's part) as a DTensor laid out like `param` (sharing `t`'s storage)."""
-    return DTensor.from_local(t, hcg.mesh, _placements(param), run_check=False)
+    return DTensor.from_local(t, hcg.mesh, _placements(param, hcg.mesh.mesh_dim_names or ()), run_check=False)
 
 
 def _model_state(model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
@@ -189,8 +190,10 @@ def _commit(partial: Path, target: Path) -> None:
 def _strategy_text(hcg: HybridGroup) -> str:
     s = strategy.DistributedStrategy()
     r = hcg.resolved
-    for name in ("dp_degree", "mp_degree", "pp_degree", "sharding_degree", "sep_degree"):
-        setattr(s.hybrid_configs, name, getattr(r, name))
+    for axis, degree in r.degrees.items():
+        setattr(s.hybrid_configs, f"{axis}_degree", degree)
+    if r.order != AXES:
+        s.hybrid_configs.order.extend(r.order)
     mp = s.hybrid_configs.mp_configs
     for field in strategy.MpConfig.DESCRIPTOR.fields:
         setting = field.name.removeprefix("mp_")
@@ -203,7 +206,7 @@ def _strategy_text(hcg: HybridGroup) -> str:
 
 
 def _layout(hcg: HybridGroup) -> dict[str, int]:
-    return {"dp": hcg.dp_size, "mp": hcg.mp_size, "world_size": hcg.world_size}
+    return {**{axis: getattr(hcg, f"{axis}_size") for axis in AXES}, "world_size": hcg.world_size}
 
 
 # -- load -------------------------------------------------------------------------------------------------
@@ -247,7 +250,7 @@ def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
             optimizer.load_extra_state(meta["optimizer_extra"])  # the loss scaler, the gradient-merge position
     now = _layout(hcg)
     then = meta["layout"]
-    changed = [f"{k} {then[k]} -> {now[k]}" for k in ("dp", "mp") if then[k] != now[k]]
+    changed = [f"{k} {then.get(k, 1)} -> {now[k]}" for k in AXES if then.get(k, 1) != now[k]]  # format 1 had dp, mp
     resharded = ", ".join(changed) or None
     if resharded and hcg.rank == 0:
         warnings.warn(f"{source}: saved with {then}, loaded into {now} ({resharded}): resharded by DCP", stacklevel=2)

@@ -18,8 +18,8 @@ from torch import nn
 
 from strategy import AmpSettings
 
-from .comm import guard
-from .groups import HybridGroup, current
+from ..topology.groups import HybridGroup, current
+from ..topology.guard import guard
 
 __all__ = ["LossScaler", "autocast", "cast_for_amp", "found_nonfinite"]
 

@@ -11,10 +11,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .comm import guard
-from .groups import HybridGroup, current
-from .sequence import is_sequence_parallel
-from .sharding import is_sharded
+from ..tensor.sequence import is_sequence_parallel
+from ..tensor.shards import is_sharded
+from ..topology.groups import HybridGroup, current
+from ..topology.guard import guard
 
 __all__ = ["ReplicaMismatchError", "check_replicas"]
 

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 import torch
 import torch.distributed as dist
 
-from .comm import guard
-from .groups import HybridGroup
-from .sharding import is_sharded
+from ..tensor.shards import is_sharded
+from ..topology.groups import HybridGroup
+from ..topology.guard import guard
 
 __all__ = ["clip_by_global_norm", "global_grad_norm"]
 

@@ -14,18 +14,17 @@ from typing import Any
 import torch
 from torch import nn
 
-
-from .column import ColumnParallelLinear
-from .data import broadcast_data
-from .embedding import VocabParallelEmbedding
-from .groups import HybridGroup, current
-from .recompute import apply_recompute, recompute_targets
+from ..tensor.column import ColumnParallelLinear
+from ..tensor.data import broadcast_data
+from ..tensor.embedding import VocabParallelEmbedding
+from ..tensor.row import RowParallelLinear
+from ..tensor.sequence import mark_sequence_parallel
+from ..tensor.shards import shard_of
+from ..topology.groups import HybridGroup, current
+from ..training.recompute import apply_recompute, recompute_targets
+from .hf_sequence import install as install_sequence_parallel
+from .hf_sequence import plan_sequence_parallel, without_sequence_parallel
 from .plan import COLUMN, ROW, Match, match_plan, plan_for
-from .row import RowParallelLinear
-from .sequence import mark_sequence_parallel
-from .sequence_hf import install as install_sequence_parallel
-from .sequence_hf import plan_sequence_parallel, without_sequence_parallel
-from .sharding import shard_of
 
 __all__ = ["parallelize"]
 

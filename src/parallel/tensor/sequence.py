@@ -15,9 +15,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.autograd import Function
 
-from .comm import guard
-from .groups import HybridGroup, current
-from .sharding import is_sharded
+from ..topology.coalesced import all_reduce_coalesced
+from ..topology.groups import HybridGroup, current
+from ..topology.guard import guard
+from .grads import grad_of
+from .shards import is_sharded
 
 __all__ = [
     "all_gather_sequence",
@@ -179,8 +181,6 @@ def reduce_sequence_parallel_grads(params: nn.Module | Iterable[nn.Parameter], *
     """Sum the gradients (`main_grad` where present, else `.grad`) of the sequence-parallel parameters among
     `params` over the mp group, in place. HybridParallelOptimizer does this itself; a hand-written loop with
     a plain torch optimizer calls it between backward and step."""
-    from .optimizer import grad_of
-
     hcg = hcg or current()
     grads = [(p, grad_of(p)) for p in module_params(params)]
     sum_sequence_parallel_grads([(p, g) for p, g in grads if g is not None], hcg)
@@ -196,8 +196,6 @@ def sum_sequence_parallel_grads(grads: Sequence[tuple[torch.Tensor, torch.Tensor
     chosen = [(p, g) for p, g in grads if is_sequence_parallel(p) and getattr(p, _UNREDUCED, False)]
     if not chosen or not hcg.resolved.mp.sequence_parallel:
         return
-    from .optimizer import all_reduce_coalesced
-
     all_reduce_coalesced([g for _, g in chosen], hcg.mp_group, average=False)
     for p, _ in chosen:
         setattr(p, _UNREDUCED, False)

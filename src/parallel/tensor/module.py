@@ -6,7 +6,7 @@ from torch import nn
 
 from strategy import MpSettings
 
-from .groups import HybridGroup, current
+from ..topology.groups import HybridGroup, current
 
 __all__ = ["MpModule"]
 

@@ -8,45 +8,23 @@ what the optimizer sees, and bf16/fp16 parameters are updated through fp32 maste
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.distributed as dist
 from torch import nn
-from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from ..tensor.grads import grad_of
+from ..tensor.sequence import sum_sequence_parallel_grads
+from ..tensor.shards import is_sharded
+from ..topology.coalesced import all_reduce_coalesced, broadcast_coalesced
+from ..topology.groups import HybridGroup, current
 from .amp import LossScaler, found_nonfinite
 from .clipping import clip_by_global_norm
-from .comm import guard
-from .groups import HybridGroup, current
-from .sequence import sum_sequence_parallel_grads
-from .sharding import is_sharded
 
-__all__ = ["HybridParallelOptimizer", "add_main_grad"]
+__all__ = ["HybridParallelOptimizer"]
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
-
-
-def add_main_grad(params: Iterable[nn.Parameter] | nn.Module, dtype: torch.dtype = torch.float32) -> None:
-    """Give each parameter a zeroed `main_grad` buffer (fp32 by default), where gradients then accumulate."""
-    if isinstance(params, nn.Module):
-        params = params.parameters()
-    for p in params:
-        if p.requires_grad and getattr(p, "main_grad", None) is None:  # frozen parameters get no gradient at all
-            p.main_grad = torch.zeros_like(p, dtype=dtype, memory_format=torch.contiguous_format)  # type: ignore[attr-defined]
-
-
-def grad_of(p: torch.Tensor) -> torch.Tensor | None:
-    """The gradient to step with: main_grad where the parameter has one (folding in any .grad that
-    autograd accumulated outside the fused path), else .grad."""
-    main = getattr(p, "main_grad", None)
-    if main is None or not p.requires_grad:
-        return p.grad
-    if p.grad is not None and p.grad is not main:
-        main.add_(p.grad)
-    p.grad = None
-    return main
 
 
 class HybridParallelOptimizer:
@@ -81,7 +59,7 @@ class HybridParallelOptimizer:
         self._micro = 0  # optimizer steps taken since the last update (gradient merge)
         if hcg.dp_size > 1:
             # Start every replica from dp rank 0's values, as DDP does, whatever seed each rank used.
-            _broadcast_coalesced([p.detach() for p in self._model_params], hcg.dp_group)
+            broadcast_coalesced([p.detach() for p in self._model_params], hcg.dp_group)
         # Low-precision parameters are replaced inside the optimizer by fp32 masters it updates instead.
         self._master: dict[nn.Parameter, nn.Parameter] = {}
         self._synced_version: dict[nn.Parameter, int] = {}
@@ -269,34 +247,4 @@ class HybridParallelOptimizer:
         if self.settings.sync_mode == "average":
             all_reduce_coalesced(tensors, self.hcg.mp_group, average=True)
         else:
-            _broadcast_coalesced(tensors, self.hcg.mp_group)
-
-
-def _by_dtype(tensors: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
-    buckets: dict[tuple[torch.dtype, torch.device], list[torch.Tensor]] = {}
-    for t in tensors:
-        buckets.setdefault((t.dtype, t.device), []).append(t)
-    yield from buckets.values()
-
-
-def all_reduce_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup, *, average: bool) -> None:
-    """One all-reduce per dtype over a flat buffer, results copied back in place."""
-    size = dist.get_world_size(group)
-    for bucket in _by_dtype(tensors):
-        flat = _flatten_dense_tensors(bucket)
-        with guard("gradient/parameter all-reduce", group):
-            dist.all_reduce(flat, group=group)
-        if average:
-            flat.div_(size)
-        for t, synced in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
-            t.copy_(synced)
-
-
-def _broadcast_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup) -> None:
-    """Copy mp rank 0's values to every rank of the group, one broadcast per dtype."""
-    for bucket in _by_dtype(tensors):
-        flat = _flatten_dense_tensors(bucket)
-        with guard("broadcast from mp rank 0", group):
-            dist.broadcast(flat, group=group, group_src=0)
-        for t, synced in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
-            t.copy_(synced)
+            broadcast_coalesced(tensors, self.hcg.mp_group)
