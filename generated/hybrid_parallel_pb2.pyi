@@ -30,7 +30,7 @@ REPLICATE: TpStyle
 SEQUENCE_PARALLEL: TpStyle
 
 class HybridConfig(_message.Message):
-    __slots__ = ("dp_degree", "mp_degree", "pp_degree", "sharding_degree", "sep_degree", "mp_configs", "pp_configs", "sharding_configs", "enable_optimizer_timer", "split_norm_comm", "ep_degree", "moe_sharding_degree", "dp_configs", "sep_configs", "dp_sep_configs", "pp_tp_configs", "ep_configs", "moe_sharding_configs", "default_comm_group_configs", "cp_degree", "cp_sharding_degree", "cp_configs", "cp_sharding_configs", "dp_cp_configs", "cp_mp_configs")
+    __slots__ = ("dp_degree", "mp_degree", "pp_degree", "sharding_degree", "sep_degree", "mp_configs", "pp_configs", "sharding_configs", "enable_optimizer_timer", "split_norm_comm", "ep_degree", "moe_sharding_degree", "dp_configs", "sep_configs", "dp_sep_configs", "pp_tp_configs", "ep_configs", "moe_sharding_configs", "default_comm_group_configs", "cp_degree", "cp_sharding_degree", "cp_configs", "cp_sharding_configs", "dp_cp_configs", "cp_mp_configs", "order")
     DP_DEGREE_FIELD_NUMBER: _ClassVar[int]
     MP_DEGREE_FIELD_NUMBER: _ClassVar[int]
     PP_DEGREE_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +56,7 @@ class HybridConfig(_message.Message):
     CP_SHARDING_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     DP_CP_CONFIGS_FIELD_NUMBER: _ClassVar[int]
     CP_MP_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    ORDER_FIELD_NUMBER: _ClassVar[int]
     dp_degree: int
     mp_degree: int
     pp_degree: int
@@ -81,7 +82,8 @@ class HybridConfig(_message.Message):
     cp_sharding_configs: CpShardingConfig
     dp_cp_configs: DpCpConfig
     cp_mp_configs: CpMpConfig
-    def __init__(self, dp_degree: _Optional[int] = ..., mp_degree: _Optional[int] = ..., pp_degree: _Optional[int] = ..., sharding_degree: _Optional[int] = ..., sep_degree: _Optional[int] = ..., mp_configs: _Optional[_Union[MpConfig, _Mapping]] = ..., pp_configs: _Optional[_Union[PpConfig, _Mapping]] = ..., sharding_configs: _Optional[_Union[DygraphShardingConfig, _Mapping]] = ..., enable_optimizer_timer: _Optional[bool] = ..., split_norm_comm: _Optional[bool] = ..., ep_degree: _Optional[int] = ..., moe_sharding_degree: _Optional[int] = ..., dp_configs: _Optional[_Union[DpConfig, _Mapping]] = ..., sep_configs: _Optional[_Union[SepConfig, _Mapping]] = ..., dp_sep_configs: _Optional[_Union[DpSepConfig, _Mapping]] = ..., pp_tp_configs: _Optional[_Union[PpTpConfig, _Mapping]] = ..., ep_configs: _Optional[_Union[EpConfig, _Mapping]] = ..., moe_sharding_configs: _Optional[_Union[MoeShardingConfig, _Mapping]] = ..., default_comm_group_configs: _Optional[_Union[DefaultCommGroupConfig, _Mapping]] = ..., cp_degree: _Optional[int] = ..., cp_sharding_degree: _Optional[int] = ..., cp_configs: _Optional[_Union[CpConfig, _Mapping]] = ..., cp_sharding_configs: _Optional[_Union[CpShardingConfig, _Mapping]] = ..., dp_cp_configs: _Optional[_Union[DpCpConfig, _Mapping]] = ..., cp_mp_configs: _Optional[_Union[CpMpConfig, _Mapping]] = ...) -> None: ...
+    order: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, dp_degree: _Optional[int] = ..., mp_degree: _Optional[int] = ..., pp_degree: _Optional[int] = ..., sharding_degree: _Optional[int] = ..., sep_degree: _Optional[int] = ..., mp_configs: _Optional[_Union[MpConfig, _Mapping]] = ..., pp_configs: _Optional[_Union[PpConfig, _Mapping]] = ..., sharding_configs: _Optional[_Union[DygraphShardingConfig, _Mapping]] = ..., enable_optimizer_timer: _Optional[bool] = ..., split_norm_comm: _Optional[bool] = ..., ep_degree: _Optional[int] = ..., moe_sharding_degree: _Optional[int] = ..., dp_configs: _Optional[_Union[DpConfig, _Mapping]] = ..., sep_configs: _Optional[_Union[SepConfig, _Mapping]] = ..., dp_sep_configs: _Optional[_Union[DpSepConfig, _Mapping]] = ..., pp_tp_configs: _Optional[_Union[PpTpConfig, _Mapping]] = ..., ep_configs: _Optional[_Union[EpConfig, _Mapping]] = ..., moe_sharding_configs: _Optional[_Union[MoeShardingConfig, _Mapping]] = ..., default_comm_group_configs: _Optional[_Union[DefaultCommGroupConfig, _Mapping]] = ..., cp_degree: _Optional[int] = ..., cp_sharding_degree: _Optional[int] = ..., cp_configs: _Optional[_Union[CpConfig, _Mapping]] = ..., cp_sharding_configs: _Optional[_Union[CpShardingConfig, _Mapping]] = ..., dp_cp_configs: _Optional[_Union[DpCpConfig, _Mapping]] = ..., cp_mp_configs: _Optional[_Union[CpMpConfig, _Mapping]] = ..., order: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class MpConfig(_message.Message):
     __slots__ = ("sync_param", "sync_grad", "sync_moment", "sync_mode", "mp_async_allreduce", "mp_skip_c_identity", "mp_fused_linear_param_grad_add", "need_broadcast_data", "recompute_allgather", "sp_async_reduce_scatter", "nccl_config", "sequence_parallel", "tp_plan")

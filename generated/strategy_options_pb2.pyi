@@ -35,5 +35,11 @@ ACTIVE_WHEN_FIELD_NUMBER: _ClassVar[int]
 active_when: _descriptor.FieldDescriptor
 MUST_SET_FIELD_NUMBER: _ClassVar[int]
 must_set: _descriptor.FieldDescriptor
+DISTINCT_FIELD_NUMBER: _ClassVar[int]
+distinct: _descriptor.FieldDescriptor
+AXIS_ORDER_FIELD_NUMBER: _ClassVar[int]
+axis_order: _descriptor.FieldDescriptor
+GROUP_FIELD_NUMBER: _ClassVar[int]
+group: _descriptor.FieldDescriptor
 FIELDS_HINT_FIELD_NUMBER: _ClassVar[int]
 fields_hint: _descriptor.FieldDescriptor

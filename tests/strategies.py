@@ -45,7 +45,8 @@ def _fill(draw, desc: Descriptor, depth: int = 0) -> dict:
         if draw(st.integers(0, 3 + 2 * depth)) and not schema.option(field, "must_set"):  # a few fields, fewer deeper down
             continue
         one = (lambda: _fill(field.message_type, depth + 1)) if schema.is_message(field) else (lambda: _value(field))
-        out[field.name] = draw(st.lists(one(), min_size=1, max_size=3)) if field.is_repeated else draw(one())
+        unique = bool(schema.option(field, "distinct"))
+        out[field.name] = draw(st.lists(one(), min_size=1, max_size=3, unique=unique)) if field.is_repeated else draw(one())
     for field in desc.fields:  # honour `requires` rules so the message is valid under the strict policy
         needed = schema.option(field, "requires")
         if needed and out.get(field.name) is True:

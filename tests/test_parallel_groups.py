@@ -21,7 +21,8 @@ import tp_group_cases as cases
 )
 def test_layout_puts_mp_ranks_adjacent_and_dp_outermost(dp, mp, groups):
     s = strategy.loads(f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} }}")
-    assert strategy.resolve(s, world_size=dp * mp).process_groups() == groups
+    got = strategy.resolve(s, world_size=dp * mp).process_groups()
+    assert (got["mp"], got["dp"]) == groups
 
 
 def test_init_builds_dp2_mp2_groups_in_four_processes(pools):

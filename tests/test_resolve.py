@@ -71,7 +71,7 @@ def test_product_mismatch_names_every_degree():
     with pytest.raises(StrategyError) as info:
         strategy.resolve(make(2, dp_degree=2), world_size=8)
     assert str(info.value) == (
-        "the degrees dp_degree=2 × mp_degree=2 × pp_degree=1 × sharding_degree=1 × sep_degree=1 multiply to 4, "
+        "the degrees dp_degree=2 × mp_degree=2 × pp_degree=1 × sharding_degree=1 × sep_degree=1 × cp_degree=1 multiply to 4, "
         "but the world size is 8; make their product 8, or set dp_degree: -1 to infer it"
     )
 
@@ -81,7 +81,7 @@ def test_world_size_not_divisible_cannot_infer_dp():
         strategy.resolve(make(2), world_size=3)
 
 
-@pytest.mark.parametrize("name", ["pp_degree", "sharding_degree", "sep_degree"])
+@pytest.mark.parametrize("name", ["pp_degree", "sharding_degree", "sep_degree", "cp_degree"])
 def test_unimplemented_degrees_are_errors_naming_the_field(name):
     s = make(1)
     setattr(s.hybrid_configs, name, 2)
@@ -216,3 +216,35 @@ def test_positions_survive_other_loads_while_the_message_is_used():
     assert support_recall.positions
     with pytest.raises(StrategyError, match=r"^<string>:2:2: hybrid_configs.pp_degree = 2 is not implemented"):
         strategy.resolve(s, world_size=2)
+
+
+def test_recompute_without_checkpoints_recomputes_every_block_and_says_so():
+    r = strategy.resolve(strategy.loads("recompute: true"), world_size=1)
+    assert r.recompute == strategy.RecomputeSettings(enabled=True, checkpoints=())
+    assert ("recompute is on and recompute_configs.checkpoints names no modules: every block of the model is recomputed "
+            "(Hugging Face's _no_split_modules classes, else the children of its largest ModuleList), as Paddle "
+            "recomputes every decoder layer.") in r.notes
+    named = strategy.resolve(strategy.loads('recompute: true recompute_configs { checkpoints: "model.layers.*" }'), world_size=1)
+    assert not any("names no modules" in n for n in named.notes)
+
+
+def test_each_ncclconfig_names_its_group_for_resolved_nccl():
+    groups = {path: value for path, _, value in strategy.schema.fields_with("group")}
+    assert groups == {
+        "hybrid_configs.mp_configs.nccl_config": "mp",
+        "hybrid_configs.pp_configs.coll_nccl_config": "pp",
+        "hybrid_configs.pp_configs.p2p_nccl_config": "pp_p2p",
+        "hybrid_configs.sharding_configs.nccl_config": "sharding",
+        "hybrid_configs.dp_configs.nccl_config": "dp",
+        "hybrid_configs.sep_configs.nccl_config": "sep",
+        "hybrid_configs.cp_configs.nccl_config": "cp",
+    }
+
+
+def test_nccl_config_of_an_axis_of_degree_1_is_noted_not_applied():
+    s = strategy.loads('hybrid_configs { sep_configs { nccl_config { commName: "sep" } } '
+                       'pp_configs { p2p_nccl_config { commName: "p2p" } } }')
+    r = strategy.resolve(s, world_size=1)
+    assert r.nccl == {}
+    assert "hybrid_configs.sep_configs.nccl_config.commName is set but has no effect: hybrid_configs.sep_degree is 1." in r.notes
+    assert "hybrid_configs.pp_configs.p2p_nccl_config.commName is set but has no effect: hybrid_configs.pp_degree is 1." in r.notes

@@ -10,6 +10,7 @@ from .explain import explain
 from .formats import EXTENSIONS, FORMATS
 from .io import dump, dumps, from_dict, load, loads, to_dict
 from .resolution import TP_STYLES, AmpSettings, GradientMergeSettings, MpSettings, RecomputeSettings, Resolved, resolve
+from .topology import Topology
 
 __all__ = [
     "AmpSettings",
@@ -25,6 +26,7 @@ __all__ = [
     "StrategyError",
     "StrategyWarning",
     "TP_STYLES",
+    "Topology",
     "dump",
     "dumps",
     "explain",

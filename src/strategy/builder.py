@@ -101,10 +101,10 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx,
         items = node.items if isinstance(node, Sequence) else (node,)
         target = getattr(msg, field.name)
         for item in items:
+            where = f"{path}[{len(target)}]"
+            # Text format repeats the field name per element: point there, not inside the braces.
+            ctx.positions[where] = key_where if key_where is not None and not isinstance(node, Sequence) else item.where
             if schema.is_message(field):
-                where = f"{path}[{len(target)}]"
-                # Text format repeats the field name per element: point there, not inside the braces.
-                ctx.positions[where] = key_where if key_where is not None and not isinstance(node, Sequence) else item.where
                 _fill(target.add(), _expect_mapping(item, where), where + ".", ctx)
             else:
                 target.append(_scalar(field, item, path, ctx.text))

@@ -8,10 +8,12 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from . import rules, schema, support
+from . import layout, rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from ._generated.strategy_options_pb2 import IMPLEMENTED
+from .errors import StrategyError
 from .resolution import Resolved, resolve_with_reasons
+from .topology import Topology
 
 __all__ = ["explain", "show_value"]
 
@@ -23,18 +25,24 @@ def show_value(value: object) -> str:
 
 def explain(s: DistributedStrategy, *, world_size: int | None = None) -> str:
     """A table of every field the strategy sets and every implemented setting (value, set or default, effect and
-    why not), broken rules, notes, and the process groups for the world size. A strategy that breaks a
-    `requires` rule or sets what is not implemented is explained, not rejected.
+    why not), broken rules, notes, and the process groups of every axis of degree > 1 for the world size, as the
+    file lays them out (also axes not implemented yet, marked). A strategy that breaks a `requires` rule or sets
+    what is not implemented is explained, not rejected.
 
     Raises:
         StrategyError: the degrees do not fit the world size.
     """
     resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False, unsupported="report")
     review = support.review(s)
+    try:  # what the file asks for: a run resolves a degree that is not implemented yet as 1
+        asked: Topology | str = layout.requested(s, world_size)
+    except StrategyError as e:
+        asked = e.message
+    degrees = {a.field: asked.degrees[a.name] for a in layout.plan().axes} if isinstance(asked, Topology) else {}
     rows = [("field", "value", "source", "effect")]
     for path, field, value, is_set in _rows(s, "", ()):
         gated = f"no effect: {reasons[path]}" if path in reasons else None
-        effect = gated or review.effects.get(path) or _effect(field, value, resolved)
+        effect = gated or review.effects.get(path) or _effect(field, value, resolved, degrees)
         rows.append((path, support.show(field, value), "set" if is_set else "default", effect))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
@@ -42,14 +50,28 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None) -> str:
         lines += ["", f"rule broken: {path} requires {needed}: true (an error under policy 'strict'; Paddle turns it off)"]
     if resolved.notes:
         lines += ["", "notes:"] + [f"  {n}" for n in resolved.notes]
-    mp_groups, dp_groups = resolved.process_groups()
-    lines += [
-        "",
-        f"process groups for {resolved.world_size} ranks (dp outermost, mp innermost):",
-        "  mp groups: " + " ".join(str(g) for g in mp_groups),
-        "  dp groups: " + " ".join(str(g) for g in dp_groups),
-    ]
-    return "\n".join(lines)
+    groups = _groups(asked, review) if isinstance(asked, Topology) else [f"process groups: none, {asked}"]
+    return "\n".join(lines + [""] + groups)
+
+
+def _groups(topology: Topology, review: support.Review) -> list[str]:
+    """The groups of each axis of degree > 1, in order; those of an axis not implemented yet marked."""
+    plan = layout.plan()
+    fields = {a.name: f"{plan.hybrid}.{a.field}" for a in plan.axes}
+    n, order = topology.world_size, topology.order
+    lines = [f"process groups for {n} rank{'s' * (n != 1)} (order {', '.join(order)}; {order[-1]} innermost):"]
+    pending = []
+    for axis, degree in topology.degrees.items():
+        if degree > 1:
+            later = review.effects.get(fields[axis], "").startswith("not implemented")
+            pending += [axis] * later
+            lines.append(f"  {axis} groups: " + " ".join(str(g) for g in topology.groups(axis)) + "  (not implemented yet)" * later)
+    if len(lines) == 1:
+        lines.append("  none: every axis has degree 1")
+    if pending:
+        lines.append(f"  ({', '.join(pending)}: not implemented yet; policy 'strict' rejects the file, 'warn' runs "
+                     f"{'them' if len(pending) > 1 else 'it'} at degree 1, which the notes assume)")
+    return lines
 
 
 def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iterator[tuple[str, FieldDescriptor, Any, bool]]:
@@ -71,9 +93,12 @@ def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iter
             yield path, field, value, is_set
 
 
-def _effect(field: FieldDescriptor, value: object, resolved: Resolved) -> str:
+def _effect(field: FieldDescriptor, value: object, resolved: Resolved, degrees: dict[str, int]) -> str:
+    """`degrees`: the file's own, by field name (also those not implemented yet), when they fit the world size."""
+    if schema.option(field, "axis_order"):
+        return "outermost first: " + ", ".join(resolved.order)
     if schema.option(field, "axis"):
-        actual = getattr(resolved, field.name)
+        actual = degrees.get(field.name, getattr(resolved, field.name))
         return f"inferred: {actual}" if actual != value else ""
     if isinstance(value, bool):
         return "on" if value else "off"

@@ -52,11 +52,16 @@ def _field(field: FieldDescriptor) -> dict[str, Any]:
     return out
 
 
+def _array(field: FieldDescriptor) -> dict[str, Any]:
+    out = {"type": "array", "items": _field(field)}
+    return {**out, "uniqueItems": True} if schema.option(field, "distinct") else out
+
+
 def _message(desc: Descriptor) -> dict[str, Any]:
     out: dict[str, Any] = {
         "type": "object",
         "additionalProperties": False,
-        "properties": {f.name: _field(f) if not f.is_repeated else {"type": "array", "items": _field(f)} for f in desc.fields},
+        "properties": {f.name: _field(f) if not f.is_repeated else _array(f) for f in desc.fields},
     }
     rules = []
     for f in desc.fields:

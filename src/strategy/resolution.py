@@ -6,18 +6,18 @@ Loading is lossless; only here are flags that cannot take effect turned off, eac
 from __future__ import annotations
 
 import functools
-import math
 import os
 from dataclasses import dataclass, field as dc_field
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from . import rules, schema, support
+from . import layout, rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
-from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig, NCCLConfig, TpRule, TpStyle
+from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig, TpRule, TpStyle
 from ._generated.strategy_options_pb2 import IMPLEMENTED
-from .errors import StrategyError, warn
+from .errors import warn
+from .topology import Topology
 
 __all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "RecomputeSettings", "Resolved", "resolve",
            "resolve_with_reasons"]
@@ -76,7 +76,11 @@ class GradientMergeSettings(NamedTuple):
 
 
 class RecomputeSettings(NamedTuple):
-    """Effective recompute: `checkpoints` are globs on module names, run under torch.utils.checkpoint."""
+    """Effective recompute: `checkpoints` are globs on module names, run under torch.utils.checkpoint.
+
+    Empty while enabled: every block of the model (Hugging Face's `_no_split_modules` classes, else the children
+    of the model's largest ModuleList), as Paddle recomputes every decoder layer.
+    """
 
     enabled: bool = False
     checkpoints: tuple[str, ...] = ()
@@ -87,12 +91,16 @@ class Resolved:
     """The effective settings a runtime acts on.
 
     Attributes:
-        dp_degree ... sep_degree: the degrees, dp_degree inferred when it was -1; their product is the world size.
+        dp_degree ... cp_degree: the six axes' degrees, dp_degree inferred when it was -1 (world size / the
+            others); their product is the world size.
+        order: the axis names, outermost first (all six; Paddle's dp, pp, sharding, sep, cp, mp by default).
         mp: the effective model-parallel options.
         tp_plan: the strategy's tensor-parallel plan (MpConfig.tp_plan), as (module-name glob, style) in order,
             styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
-        nccl: per group ("mp", "dp"), the implemented NCCLConfig fields the file set for its communicator
-            (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only.
+        nccl: per group, the implemented NCCLConfig fields the file set for its communicator
+            (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only. Groups: "dp",
+            "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp"; each only while its
+            messages take effect (an axis of degree 1 has none).
         notes: one sentence per setting that was given but has no effect (or was inferred), and why.
     """
 
@@ -101,6 +109,8 @@ class Resolved:
     pp_degree: int
     sharding_degree: int
     sep_degree: int
+    cp_degree: int
+    order: tuple[str, ...]
     mp: MpSettings
     nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
     tp_plan: tuple[tuple[str, str], ...] = ()
@@ -110,14 +120,30 @@ class Resolved:
     notes: tuple[str, ...] = ()
 
     @property
-    def world_size(self) -> int:
-        return self.dp_degree * self.mp_degree * self.pp_degree * self.sharding_degree * self.sep_degree
+    def degrees(self) -> dict[str, int]:
+        """Axis name -> degree, in `order`."""
+        by_name = {a.name: getattr(self, a.field) for a in layout.plan().axes}
+        return {axis: by_name[axis] for axis in self.order}
 
-    def process_groups(self) -> tuple[list[list[int]], list[list[int]]]:
-        """(mp groups, dp groups) as rank lists, in PaddlePaddle's axis order: dp outermost, mp innermost,
-        so rank = dp_index * mp_degree + mp_index and the ranks of an mp group are adjacent."""
-        dp, mp = self.dp_degree, self.mp_degree
-        return [[d * mp + m for m in range(mp)] for d in range(dp)], [[d * mp + m for d in range(dp)] for m in range(mp)]
+    @property
+    def topology(self) -> Topology:
+        """The ranks laid out over the axes in `order` (`groups(axis)`, `coordinates(rank)`, `rank(coordinates)`)."""
+        return Topology.of(self.degrees, self.order)
+
+    @property
+    def world_size(self) -> int:
+        return self.topology.world_size
+
+    def process_groups(self) -> dict[str, list[list[int]]]:
+        """Axis name -> the rank lists of its groups, for all six axes in `order`: exactly the groups Paddle 3.3.1's
+        `CommunicateTopology.get_comm_list` builds. With the default order mp is innermost, so the ranks of an mp
+        group are adjacent; an axis of degree 1 gives every rank a group of its own."""
+        topology = self.topology
+        return {axis: topology.groups(axis) for axis in self.order}
+
+    def coordinates(self, rank: int) -> dict[str, int]:
+        """Axis name -> `rank`'s index on that axis, in `order`."""
+        return self.topology.coordinates(rank)
 
 
 def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> Resolved:
@@ -176,20 +202,15 @@ def resolve_with_reasons(
     plan = _plan()
     notes: list[str] = list(review.notes)
     hybrid = getattr(s, plan.hybrid)
-    degrees = _degrees(plan, hybrid, world_size, notes)
+    degrees = layout.degrees(hybrid, world_size, notes)
+    order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
     mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes, reasons)
-    nccl = _nccl(plan, hybrid, degrees, notes)
+    nccl = layout.nccl(hybrid, degrees, notes)
     active = plan.gate is None or degrees[plan.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
-    return Resolved(**fields_, mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes)), reasons
-
-
-class _Axis(NamedTuple):
-    name: str
-    short: str
-    infer: int | None
+    return Resolved(**fields_, order=order, mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes)), reasons
 
 
 class _Flag(NamedTuple):
@@ -201,11 +222,9 @@ class _Flag(NamedTuple):
 
 class _Plan(NamedTuple):
     hybrid: str
-    axes: tuple[_Axis, ...]
     mp: str
     gate: str | None
     flags: tuple[_Flag, ...]  # dependency order
-    comm: tuple[tuple[str, str, str | None], ...]  # (group configs field, its NCCLConfig field, gating degree)
     tp_plan: str | None  # MpConfig's list of TpRule
 
 
@@ -214,11 +233,6 @@ def _plan() -> _Plan:
     """What resolution needs from the schema, read once from the descriptors."""
     hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
     mp = next(f for f in HybridConfig.DESCRIPTOR.fields if f.message_type is MpConfig.DESCRIPTOR)
-    axes = tuple(
-        _Axis(f.name, schema.option(f, "axis"), schema.option(f, "infer_value"))
-        for f in HybridConfig.DESCRIPTOR.fields
-        if schema.option(f, "axis")
-    )
     pending = [
         _Flag(f.name, f.name.removeprefix("mp_"), f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, schema.option(f, "requires"))
         for f in MpConfig.DESCRIPTOR.fields
@@ -231,68 +245,8 @@ def _plan() -> _Plan:
             raise AssertionError(f"requires rules form a cycle among {[f.name for f in pending]}")
         flags += ready
         pending = [f for f in pending if f not in ready]
-    comm = tuple(
-        (f.name, inner.name, schema.option(f, "active_when_parallel"))
-        for f in HybridConfig.DESCRIPTOR.fields
-        if f.message_type is not None and schema.option(f, "support") == IMPLEMENTED
-        for inner in f.message_type.fields
-        if inner.message_type is NCCLConfig.DESCRIPTOR and schema.option(inner, "support") == IMPLEMENTED
-    )
     tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
-    return _Plan(hybrid.name, axes, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags), comm, tp_plan)
-
-
-def _degrees(plan: _Plan, hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
-    degrees = {a.name: getattr(hybrid, a.name) for a in plan.axes}
-    inferred = [a for a in plan.axes if degrees[a.name] == a.infer]
-    known = math.prod(degrees[a.name] for a in plan.axes if degrees[a.name] != a.infer)
-    if world_size is None:
-        world_size = _env_world_size()
-    if world_size is None:
-        for a in inferred:
-            degrees[a.name] = 1
-            notes.append(f"{plan.hybrid}.{a.name} is {a.infer} (infer) and no world size was given (WORLD_SIZE is unset): using 1.")
-        return degrees
-    if world_size < 1:
-        raise StrategyError(f"world size must be >= 1, got {world_size}")
-    shown = lambda: " × ".join(f"{name}={value}" for name, value in degrees.items())  # noqa: E731 - only for errors
-    if inferred:
-        a = inferred[0]
-        if world_size % known:
-            raise StrategyError(
-                f"cannot infer {a.name}: world size {world_size} is not divisible by the product of the other degrees "
-                f"({shown()}, product {known}); change the degrees or the number of ranks",
-                field=f"{plan.hybrid}.{a.name}",
-            )
-        degrees[a.name] = world_size // known
-        notes.append(f"{plan.hybrid}.{a.name} inferred as {degrees[a.name]} from world size {world_size}.")
-    elif known != world_size:
-        fixes = [f"make their product {world_size}"]
-        fixes += [f"set {a.name}: {a.infer} to infer it" for a in plan.axes if a.infer is not None]
-        raise StrategyError(
-            f"the degrees {shown()} multiply to {known}, but the world size is {world_size}; {', or '.join(fixes)}",
-            field=plan.hybrid,
-        )
-    return degrees
-
-
-def _is_set(name: str) -> bool:
-    """`name in os.environ`, without the KeyError that costs a miss there (resolve runs this on every call)."""
-    data = getattr(os.environ, "_data", None)
-    encode = getattr(os.environ, "encodekey", None)
-    if isinstance(data, dict) and encode is not None:
-        return encode(name) in data
-    return name in os.environ
-
-
-def _env_world_size() -> int | None:
-    raw = os.environ.get("WORLD_SIZE") if _is_set("WORLD_SIZE") else None
-    if raw is None or raw == "":
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise StrategyError(f"environment variable WORLD_SIZE={raw!r} is not an integer") from None
+    return _Plan(hybrid.name, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags), tp_plan)
 
 
 def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: list[str], reasons: dict[str, str]) -> MpSettings:
@@ -331,6 +285,10 @@ def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
         if "enabled" in known:
             values["enabled"] = True
         out[switch] = settings(**values)
+        if settings is RecomputeSettings and not out[switch].checkpoints:
+            notes.append(f"{switch} is on and {configs}.checkpoints names no modules: every block of the model is "
+                         "recomputed (Hugging Face's _no_split_modules classes, else the children of its largest "
+                         "ModuleList), as Paddle recomputes every decoder layer.")
     if "amp" in out:
         out["amp"] = _amp_dtype(s, out["amp"], notes)
     return out
@@ -361,28 +319,9 @@ _TRAINING = (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_m
              ("recompute", "recompute_configs", RecomputeSettings))
 
 
-def _nccl(plan: _Plan, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dict[str, dict[str, Any]]:
-    """The implemented NCCLConfig fields set for each group's communicator, keyed by the group's axis name."""
-    out: dict[str, dict[str, Any]] = {}
-    for configs, inner, degree in plan.comm:
-        if not hybrid.HasField(configs) or not getattr(hybrid, configs).HasField(inner):
-            continue
-        axes = {a.name: a.short for a in plan.axes}
-        if degree is not None and degrees[degree] <= 1:
-            continue  # inactive: the support review notes each field set there
-        message = getattr(getattr(hybrid, configs), inner)
-        chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
-        if chosen:
-            group = axes.get(degree or "", configs.removesuffix("_configs"))
-            out[group] = chosen
-            notes.append(f"{plan.hybrid}.{configs}.{inner} ({', '.join(chosen)}) applies to the {group} group's NCCL "
-                         "communicator; it has no effect on gloo.")
-    return out
-
-
 def _warn_legacy_env() -> None:
     for path, _, name in schema.fields_with("legacy_env"):
-        if _is_set(name):
+        if layout.env_is_set(name):
             on = os.environ[name].strip().lower() in ("1", "true")
             warn(
                 None,

@@ -6,12 +6,12 @@ Run after every load (with field locations) and again by `resolve` (for messages
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from . import schema
+from . import schema, support
 from .errors import Location, StrategyError, warn
 
 __all__ = ["POLICIES", "check", "check_policy", "requires_violations"]
@@ -60,6 +60,7 @@ class _Rule(NamedTuple):
     infer: int | None
     allowed: tuple[str, ...]
     requires: str | None
+    distinct: bool | None
 
 
 @functools.cache
@@ -67,8 +68,8 @@ def _rules() -> dict[FieldDescriptor, _Rule]:
     """The schema's per-field rules, read once; fields without any are left out."""
     out = {}
     for _, field in schema.walk():
-        rule = _Rule(*(schema.option(field, n) for n in ("min_value", "infer_value", "allowed", "requires")))
-        if rule != (None, None, (), None):
+        rule = _Rule(*(schema.option(field, n) for n in ("min_value", "infer_value", "allowed", "requires", "distinct")))
+        if rule != (None, None, (), None, None):
             out[field] = rule
     return out
 
@@ -104,6 +105,10 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
         if rule is None:
             continue
         path = prefix + field.name
+        if field.is_repeated:
+            if values:
+                _check_items(field, value, rule, path, positions, source, errors)
+            continue
         if rule.requires and value is True and not getattr(msg, rule.requires):
             broken.append((path, prefix + rule.requires))
         if not values:
@@ -117,8 +122,27 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
                 text = f"{path} must be one of {names}; got {field.enum_type.values_by_number[value].name}"
             _report(StrategyError.at(where, text, field=path), errors)
         if rule.allowed and value not in rule.allowed:
-            choices = ", ".join(f'"{a}"' for a in rule.allowed)
-            hint = schema.did_you_mean(value, list(rule.allowed)) if value else ""
-            hint = hint if hint.startswith("; did") else ""
             where = positions.get(path) or Location(source)
-            _report(StrategyError.at(where, f'{path} must be one of {choices}; got "{value}"{hint}', field=path), errors)
+            _report(StrategyError.at(where, _not_allowed(path, value, rule.allowed), field=path), errors)
+
+
+def _not_allowed(path: str, value: str, allowed: tuple[str, ...]) -> str:
+    choices = ", ".join(f'"{a}"' for a in allowed)
+    hint = schema.did_you_mean(value, list(allowed)) if value else ""
+    hint = hint if hint.startswith("; did") else ""
+    return f'{path} must be one of {choices}; got "{value}"{hint}'
+
+
+def _check_items(field: FieldDescriptor, value: Any, rule: _Rule, path: str, positions: dict[str, Location],
+                 source: str | None, errors: list[StrategyError] | None) -> None:
+    """A repeated scalar's rules, item by item, each error at its item: allowed values, no repeats."""
+    first: dict[Any, int] = {}
+    for k, item in enumerate(value):
+        here = f"{path}[{k}]"
+        where = positions.get(here) or positions.get(path) or Location(source)
+        if rule.allowed and item not in rule.allowed:
+            _report(StrategyError.at(where, _not_allowed(here, item, rule.allowed), field=here), errors)
+        elif rule.distinct and item in first:
+            text = f"{here} = {support.show_scalar(field, item)} repeats {path}[{first[item]}]; keep one"
+            _report(StrategyError.at(where, text, field=here), errors)
+        first.setdefault(item, k)
