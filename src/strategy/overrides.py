@@ -1,4 +1,7 @@
-"""`a.b.c=value` overrides (the `--set` flag), typed by the schema and merged after the file."""
+"""`a.b.c=value` overrides (the `--set` flag), typed by the schema and merged after the file.
+
+A repeated field takes a list, `a.b=["x", "y"]` (a bare value is a one-item list), replacing the file's items.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from google.protobuf.message import Message
 from . import schema
 from .builder import Positions, build
 from .errors import Location, StrategyError
-from .tree import Ident, Mapping, Node, Scalar
+from .tree import Ident, Mapping, Node, Scalar, Sequence
 
 __all__ = ["apply"]
 
@@ -47,10 +50,54 @@ def _apply_one(msg: Message, text: str, policy: str, errors: list[StrategyError]
         chain = schema.field_by_path(path)
     except KeyError as e:
         raise StrategyError.at(where, f"unknown field: {e.args[0]}", field=path) from None
-    node: Node = Scalar(_typed(chain[-1], raw.strip()), where)
+    leaf, raw = chain[-1], raw.strip()
+    node: Node
+    if leaf.is_repeated:
+        if leaf.message_type is not None:
+            raise StrategyError.at(where, f"{path} is a list of {leaf.message_type.name} messages; --set takes values "
+                                          "only: write them in the strategy file", field=path)
+        items = _items(raw, path, where) if raw.startswith("[") else [raw]
+        node = Sequence(tuple(Scalar(_typed(leaf, item), where) for item in items), where)
+        _owner(msg, chain).ClearField(leaf.name)  # the override replaces the file's items
+    else:
+        node = Scalar(_typed(leaf, raw), where)
     for field in reversed(chain):
         node = Mapping(((field.name, where, node),), where)
     return build(msg, node, policy=policy, errors=errors)
+
+
+def _items(raw: str, path: str, where: Location) -> list[str]:
+    """The items of `[a, "b, c", 3]`, each as written (quotes kept, so `_typed` reads them as strings)."""
+    if not raw.endswith("]"):
+        raise StrategyError.at(where, f'{path} takes a list written [a, b] (quote items with commas: ["a,b"]); '
+                                      f"got {raw}", field=path)
+    items: list[str] = []
+    current, quote = "", ""
+    for char in raw[1:-1]:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "\"'":
+            quote = char
+        elif char == ",":
+            items.append(current.strip())
+            current = ""
+            continue
+        current += char
+    if quote:
+        raise StrategyError.at(where, f"{path}: a quote ({quote}) is not closed in {raw}", field=path)
+    items.append(current.strip())
+    if items == [""]:
+        return []  # [] clears the field
+    if "" in items:
+        raise StrategyError.at(where, f"{path}: an empty item in {raw}; quote an empty string (\"\")", field=path)
+    return items
+
+
+def _owner(msg: Message, chain: list[FieldDescriptor]) -> Message:
+    """The message holding the last field of `chain` (created on the way, as setting it would)."""
+    for field in chain[:-1]:
+        msg = getattr(msg, field.name)
+    return msg
 
 
 def _typed(field: FieldDescriptor, raw: str) -> object:
