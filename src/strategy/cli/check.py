@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = subparser(
         sub, "explain", "explain each setting: value, set or default, effect, and the process groups",
         "A table of every field: its value, whether the file set it or it is the default, and whether it\n"
-        "takes effect (and why not), then the notes and which ranks form each mp and dp group.\n"
+        "takes effect (and why not), then the notes and which ranks form the groups of each axis above 1,\n"
+        "in the strategy's order (also axes not implemented yet, marked).\n"
         "A file that breaks a `requires` rule is still explained; the rule is shown.",
         "strategy explain tp2.prototxt --world-size 4",
     )

@@ -39,7 +39,8 @@ def add_policy(p: argparse.ArgumentParser) -> None:
 
 def add_set(p: argparse.ArgumentParser) -> None:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="a.b.c=V",
-                   help="override a field after the file is read (repeatable)")
+                   help="override a field after the file is read (repeatable); a repeated field takes a list, "
+                        "a.b=[x, y], replacing the file's items")
 
 
 def _positive(text: str) -> int:
