@@ -93,7 +93,7 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
     """AdamW on random windows of the corpus; each dp replica its share, the mp group one batch (broadcast)."""
     from tqdm import tqdm
 
-    per_replica = args.batch_size // hcg.dp_size
+    per_replica = args.batch_size // hcg.data_size
     losses: list[float] = []
     bar = tqdm(total=args.steps, desc="finetune", unit="step", dynamic_ncols=True) if progress else None
     start = time.perf_counter()
@@ -101,7 +101,7 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
     for step in range(args.steps):
         gen = torch.Generator().manual_seed(step)
         starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
-        mine = starts[hcg.dp_rank * per_replica: (hcg.dp_rank + 1) * per_replica]
+        mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
         ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
         with parallel.autocast():  # the strategy's amp
             loss = model(input_ids=ids, labels=ids).loss  # the forward broadcasts ids from mp rank 0 when asked to

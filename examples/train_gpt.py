@@ -66,8 +66,8 @@ def batch(data: torch.Tensor, step: int, cfg: Config, hcg: parallel.HybridGroup)
 def _read(data: torch.Tensor, step: int, cfg: Config, hcg: parallel.HybridGroup) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(cfg.seed * 100_003 + step)
     starts = torch.randint(0, data.numel() - cfg.seq_len - 1, (cfg.batch_size,), generator=gen)
-    per_replica = cfg.batch_size // hcg.dp_size
-    mine = starts[hcg.dp_rank * per_replica : (hcg.dp_rank + 1) * per_replica]
+    per_replica = cfg.batch_size // hcg.data_size  # dp and sharding positions read different rows
+    mine = starts[hcg.data_rank * per_replica : (hcg.data_rank + 1) * per_replica]
     window = torch.stack([data[s : s + cfg.seq_len + 1] for s in mine.tolist()])
     return window[:, :-1], window[:, 1:]
 
@@ -229,9 +229,8 @@ def effective_strategy(s: strategy.DistributedStrategy, resolved: strategy.Resol
     out = strategy.DistributedStrategy()
     out.CopyFrom(s)
     hybrid = out.hybrid_configs
-    for field in strategy.HybridConfig.DESCRIPTOR.fields:
-        if hasattr(resolved, field.name):  # the degrees
-            setattr(hybrid, field.name, getattr(resolved, field.name))
+    for axis, degree in resolved.degrees.items():  # dp inferred
+        setattr(hybrid, f"{axis}_degree", degree)
     for field in strategy.MpConfig.DESCRIPTOR.fields:
         setting = field.name.removeprefix("mp_")
         if hasattr(resolved.mp, setting):  # the options the runtime implements, as gated
@@ -248,18 +247,20 @@ def start(args: argparse.Namespace) -> tuple[strategy.DistributedStrategy, paral
     except strategy.StrategyError as e:
         print(e, file=sys.stderr)
         return None
-    if args.batch_size % hcg.dp_size:
-        print(f"--batch-size {args.batch_size} is not divisible by dp_degree {hcg.dp_size}", file=sys.stderr)
+    if args.batch_size % hcg.data_size:
+        print(f"--batch-size {args.batch_size} is not divisible by the {hcg.data_size} data ranks "
+              f"(dp_degree {hcg.dp_size} × sharding_degree {hcg.sharding_size})", file=sys.stderr)
         return None
     return s, hcg
 
 
 def global_mean(loss: torch.Tensor, hcg: parallel.HybridGroup) -> float:
-    """The loss of the global batch: the mean over dp replicas (the same on every rank)."""
+    """The loss of the global batch: the mean over the data ranks, dp × sharding (the same on every rank)."""
     mean = loss.detach().float().clone()
-    if hcg.dp_size > 1:
-        dist.all_reduce(mean, group=hcg.dp_group)
-        mean /= hcg.dp_size
+    for group, size in ((hcg.dp_group, hcg.dp_size), (hcg.sharding_group, hcg.sharding_size)):
+        if size > 1:
+            dist.all_reduce(mean, group=group)
+            mean /= size
     return float(mean)
 
 

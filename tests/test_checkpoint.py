@@ -36,7 +36,7 @@ def test_a_checkpoint_saved_at_mp2_loads_into_any_layout_exactly(pools, saved_at
     assert (loaded["step"], loaded["extra"], loaded["layout"]) == (3, {"note": "from mp test"}, {"dp": 1, "pp": 1, "sharding": 1, "sep": 1, "cp": 1, "mp": 2, "world_size": 2})
     assert loaded["resharded"] == (None if mp == 2 else f"mp 2 -> {mp}")
     assert [w for w in loaded["warnings"] if "resharded" in w] == ([] if mp == 2 else [
-        f"{path}: saved with {{'dp': 1, 'mp': 2, 'world_size': 2}}, loaded into {{'dp': 1, 'mp': {mp}, 'world_size': {mp}}} "
+        f"{path}: saved with dp 1 x mp 2 (2 ranks), loaded into dp 1 x mp {mp} ({mp} ranks) "
         f"(mp 2 -> {mp}): resharded by DCP"])
     assert "mp_degree: 2" in loaded["strategy"]
     assert loaded["next_loss"] == pytest.approx(saved["next_loss"], rel=1e-5)  # training goes on the same

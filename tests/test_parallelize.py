@@ -93,3 +93,11 @@ def test_sequence_parallel_hugging_face_models_match_too(pools, arch, flags):
     sp = {"sequence_parallel": True, "sp_async_reduce_scatter": True, "recompute_allgather": True}
     result = pools(2).run(cases.parity, 2, arch, flags, 4, 2, False, sp)[0]
     assert result["losses"][-1] < result["losses"][0]
+
+
+def test_paddles_llama_strategy_recomputes_every_decoder_layer_with_sequence_parallelism(pools):
+    from conftest import PADDLE_FIXTURES
+
+    result = pools(2).run(cases.paddle_llama_strategy_recomputes_every_decoder_layer,
+                          str(PADDLE_FIXTURES / "llama_tp2_sp.prototxt"))[0]
+    assert result["recomputed"] == ["model.layers.0", "model.layers.1"] and result["sp"]

@@ -97,3 +97,17 @@ def broadcast_inputs(world: int) -> list[float]:
     ids = _batch(torch.distributed.get_rank())  # every rank loads a different batch
     with torch.no_grad():
         return [float(model(input_ids=ids, labels=ids).loss)]
+
+
+def paddle_llama_strategy_recomputes_every_decoder_layer(path: str) -> dict:
+    """Paddle's llama_tp2_sp.prototxt (`recompute: true`, no names) with sequence parallelism: every decoder layer
+    is recomputed, as Paddle means, and a step trains."""
+    hcg = init(strategy.load(path, overrides=["hybrid_configs.mp_configs.sequence_parallel=true"]))
+    model = parallel.parallelize(hf_model("llama"))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    ids = _batch(0)
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    opt.step()
+    recomputed = sorted(n for n, m in model.named_modules() if getattr(m, "_parallel_recompute", False))
+    return {"recomputed": recomputed, "sp": hcg.resolved.mp.sequence_parallel, "loss": float(loss)}

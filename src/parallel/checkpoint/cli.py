@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from torch.distributed.checkpoint import FileSystemReader
 
-    from .save_load import read_marker
+    from .save_load import describe_layout, read_marker
 
     try:
         meta = read_marker(args.directory.absolute())
@@ -44,8 +44,7 @@ def _run(args: argparse.Namespace) -> int:
     layout = meta["layout"]
     print(f"checkpoint: {args.directory}")
     print(f"step: {meta['step']}")
-    axes = " x ".join(f"{axis} {size}" for axis, size in layout.items() if axis != "world_size" and (size > 1 or axis in ("dp", "mp")))
-    print(f"layout: {axes} ({layout['world_size']} ranks)")
+    print(f"layout: {describe_layout(layout)}")
     if meta["extra"] is not None:
         print(f"extra: {json.dumps(meta['extra'])}")
     print("strategy:")

@@ -205,6 +205,13 @@ def _strategy_text(hcg: HybridGroup) -> str:
     return str(strategy.dumps(s))
 
 
+def describe_layout(layout: dict[str, int]) -> str:
+    """"dp 1 x mp 2 (2 ranks)": dp, mp and every axis above 1 (a format-1 layout has only dp and mp)."""
+    axes = " x ".join(f"{axis} {size}" for axis, size in layout.items()
+                      if axis != "world_size" and (size > 1 or axis in ("dp", "mp")))
+    return f"{axes} ({layout['world_size']} ranks)"
+
+
 def _layout(hcg: HybridGroup) -> dict[str, int]:
     return {**{axis: getattr(hcg, f"{axis}_size") for axis in AXES}, "world_size": hcg.world_size}
 
@@ -253,7 +260,8 @@ def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
     changed = [f"{k} {then.get(k, 1)} -> {now[k]}" for k in AXES if then.get(k, 1) != now[k]]  # format 1 had dp, mp
     resharded = ", ".join(changed) or None
     if resharded and hcg.rank == 0:
-        warnings.warn(f"{source}: saved with {then}, loaded into {now} ({resharded}): resharded by DCP", stacklevel=2)
+        warnings.warn(f"{source}: saved with {describe_layout(then)}, loaded into {describe_layout(now)} ({resharded}): "
+                      "resharded by DCP", stacklevel=2)
     return Checkpoint(step=meta["step"], extra=meta["extra"], strategy=meta["strategy"], layout=then, resharded=resharded)
 
 
