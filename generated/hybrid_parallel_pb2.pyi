@@ -160,7 +160,7 @@ class PpConfig(_message.Message):
     def __init__(self, dp_comm_overlap: _Optional[bool] = ..., delay_scale_loss: _Optional[bool] = ..., enable_timer: _Optional[bool] = ..., sharding_comm_overlap: _Optional[bool] = ..., profiling: _Optional[bool] = ..., release_gradients: _Optional[bool] = ..., overlap_p2p_comm: _Optional[bool] = ..., clear_every_step_cache: _Optional[bool] = ..., use_batch_p2p_comm: _Optional[bool] = ..., best_unbalanced_scheduler: _Optional[bool] = ..., enable_offload_queue: _Optional[bool] = ..., enable_dynamic_shape: _Optional[bool] = ..., use_dualpipev: _Optional[bool] = ..., forward_backward_overlap_scheduler: _Optional[bool] = ..., coll_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., p2p_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., shared_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., sync_param: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ...) -> None: ...
 
 class DygraphShardingConfig(_message.Message):
-    __slots__ = ("tensor_fusion", "accumulate_steps", "comm_overlap", "split_param", "fuse_optimizer", "use_reduce_avg", "comm_buffer_size_MB", "release_gradients", "free_grads_in_comm", "enable_fuse_optimizer_states", "nccl_config", "check_nccl_config", "offload_opt_buffer_size")
+    __slots__ = ("tensor_fusion", "accumulate_steps", "comm_overlap", "split_param", "fuse_optimizer", "use_reduce_avg", "comm_buffer_size_MB", "release_gradients", "free_grads_in_comm", "enable_fuse_optimizer_states", "nccl_config", "check_nccl_config", "offload_opt_buffer_size", "stage")
     TENSOR_FUSION_FIELD_NUMBER: _ClassVar[int]
     ACCUMULATE_STEPS_FIELD_NUMBER: _ClassVar[int]
     COMM_OVERLAP_FIELD_NUMBER: _ClassVar[int]
@@ -174,6 +174,7 @@ class DygraphShardingConfig(_message.Message):
     NCCL_CONFIG_FIELD_NUMBER: _ClassVar[int]
     CHECK_NCCL_CONFIG_FIELD_NUMBER: _ClassVar[int]
     OFFLOAD_OPT_BUFFER_SIZE_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
     tensor_fusion: bool
     accumulate_steps: int
     comm_overlap: bool
@@ -187,7 +188,8 @@ class DygraphShardingConfig(_message.Message):
     nccl_config: NCCLConfig
     check_nccl_config: NCCLConfig
     offload_opt_buffer_size: int
-    def __init__(self, tensor_fusion: _Optional[bool] = ..., accumulate_steps: _Optional[int] = ..., comm_overlap: _Optional[bool] = ..., split_param: _Optional[bool] = ..., fuse_optimizer: _Optional[bool] = ..., use_reduce_avg: _Optional[bool] = ..., comm_buffer_size_MB: _Optional[int] = ..., release_gradients: _Optional[bool] = ..., free_grads_in_comm: _Optional[bool] = ..., enable_fuse_optimizer_states: _Optional[bool] = ..., nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., check_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., offload_opt_buffer_size: _Optional[int] = ...) -> None: ...
+    stage: int
+    def __init__(self, tensor_fusion: _Optional[bool] = ..., accumulate_steps: _Optional[int] = ..., comm_overlap: _Optional[bool] = ..., split_param: _Optional[bool] = ..., fuse_optimizer: _Optional[bool] = ..., use_reduce_avg: _Optional[bool] = ..., comm_buffer_size_MB: _Optional[int] = ..., release_gradients: _Optional[bool] = ..., free_grads_in_comm: _Optional[bool] = ..., enable_fuse_optimizer_states: _Optional[bool] = ..., nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., check_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., offload_opt_buffer_size: _Optional[int] = ..., stage: _Optional[int] = ...) -> None: ...
 
 class NCCLConfig(_message.Message):
     __slots__ = ("commName", "ll_buffsize", "ll128_buffsize", "simple_buffsize", "buffsize_align", "nchannels", "algoStr", "protoStr")

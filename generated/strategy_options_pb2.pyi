@@ -19,6 +19,8 @@ LEGACY_ENV_FIELD_NUMBER: _ClassVar[int]
 legacy_env: _descriptor.FieldDescriptor
 MIN_VALUE_FIELD_NUMBER: _ClassVar[int]
 min_value: _descriptor.FieldDescriptor
+MAX_VALUE_FIELD_NUMBER: _ClassVar[int]
+max_value: _descriptor.FieldDescriptor
 INFER_VALUE_FIELD_NUMBER: _ClassVar[int]
 infer_value: _descriptor.FieldDescriptor
 ALLOWED_FIELD_NUMBER: _ClassVar[int]
@@ -41,5 +43,7 @@ AXIS_ORDER_FIELD_NUMBER: _ClassVar[int]
 axis_order: _descriptor.FieldDescriptor
 GROUP_FIELD_NUMBER: _ClassVar[int]
 group: _descriptor.FieldDescriptor
+ALWAYS_ON_FIELD_NUMBER: _ClassVar[int]
+always_on: _descriptor.FieldDescriptor
 FIELDS_HINT_FIELD_NUMBER: _ClassVar[int]
 fields_hint: _descriptor.FieldDescriptor

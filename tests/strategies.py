@@ -32,8 +32,8 @@ def _value(field: FieldDescriptor) -> st.SearchStrategy:
     if cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
         return _FLOATS
     low, high = _INTS[cpp]
-    minimum = schema.option(field, "min_value")
-    ints = st.integers(min_value=low if minimum is None else minimum, max_value=high)
+    minimum, maximum = schema.option(field, "min_value"), schema.option(field, "max_value")
+    ints = st.integers(min_value=low if minimum is None else minimum, max_value=high if maximum is None else maximum)
     infer = schema.option(field, "infer_value")
     return st.one_of(ints, st.just(infer)) if infer is not None else ints
 

@@ -139,10 +139,10 @@ def test_explain_prints_the_groups_of_every_axis_above_1_in_order_even_not_imple
         "process groups for 16 ranks (order dp, pp, sharding, sep, cp, mp; mp innermost):",
         "  dp groups: [0, 8] [1, 9] [2, 10] [3, 11] [4, 12] [5, 13] [6, 14] [7, 15]",
         "  pp groups: [0, 4] [1, 5] [2, 6] [3, 7] [8, 12] [9, 13] [10, 14] [11, 15]  (not implemented yet)",
-        "  sharding groups: [0, 2] [1, 3] [4, 6] [5, 7] [8, 10] [9, 11] [12, 14] [13, 15]  (not implemented yet)",
+        "  sharding groups: [0, 2] [1, 3] [4, 6] [5, 7] [8, 10] [9, 11] [12, 14] [13, 15]",
         "  mp groups: [0, 1] [2, 3] [4, 5] [6, 7] [8, 9] [10, 11] [12, 13] [14, 15]",
     ]
-    assert groups[5].startswith("  (pp, sharding: not implemented yet; policy 'strict' rejects the file")
+    assert groups[5].startswith("  (pp: not implemented yet; policy 'strict' rejects the file, 'warn' runs it at degree 1")
     dp_row = next(line for line in result.stdout.splitlines() if line.startswith("hybrid_configs.dp_degree"))
     assert dp_row.split()[-2:] == ["inferred:", "2"]  # the file's layout, as the groups show it
 

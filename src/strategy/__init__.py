@@ -9,7 +9,9 @@ from .errors import StrategyError, StrategyWarning
 from .explain import explain
 from .formats import EXTENSIONS, FORMATS
 from .io import dump, dumps, from_dict, load, loads, to_dict
-from .resolution import TP_STYLES, AmpSettings, GradientMergeSettings, MpSettings, RecomputeSettings, Resolved, resolve
+from .memory import ModelStateBytes, ModelStateMemory
+from .resolution import TP_STYLES, Resolved, resolve
+from .settings import AmpSettings, GradientMergeSettings, MpSettings, RecomputeSettings, ShardingSettings
 from .topology import Topology
 
 __all__ = [
@@ -20,9 +22,12 @@ __all__ = [
     "FORMATS",
     "DistributedStrategy",
     "HybridConfig",
+    "ModelStateBytes",
+    "ModelStateMemory",
     "MpConfig",
     "MpSettings",
     "Resolved",
+    "ShardingSettings",
     "StrategyError",
     "StrategyWarning",
     "TP_STYLES",

@@ -8,7 +8,7 @@ from typing import Any
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from . import layout, rules, schema, support
+from . import layout, memory, rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import StrategyError
@@ -23,14 +23,16 @@ def show_value(value: object) -> str:
     return support.show_scalar(None, value)
 
 
-def explain(s: DistributedStrategy, *, world_size: int | None = None) -> str:
+def explain(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None) -> str:
     """A table of every field the strategy sets and every implemented setting (value, set or default, effect and
     why not), broken rules, notes, and the process groups of every axis of degree > 1 for the world size, as the
-    file lays them out (also axes not implemented yet, marked). A strategy that breaks a `requires` rule or sets
-    what is not implemented is explained, not rejected.
+    file lays them out (also axes not implemented yet, marked). With `params`, each rank's model-state memory for
+    a model of that many parameters (`Resolved.model_state_memory`). A strategy that breaks a `requires` rule or
+    sets what is not implemented is explained, not rejected.
 
     Raises:
         StrategyError: the degrees do not fit the world size.
+        ValueError: `params` is not a positive number.
     """
     resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False, unsupported="report")
     review = support.review(s)
@@ -40,9 +42,10 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None) -> str:
         asked = e.message
     degrees = {a.field: asked.degrees[a.name] for a in layout.plan().axes} if isinstance(asked, Topology) else {}
     rows = [("field", "value", "source", "effect")]
-    for path, field, value, is_set in _rows(s, "", ()):
+    for path, chain, value, is_set in _rows(s, "", ()):
+        field = chain[-1]
         gated = f"no effect: {reasons[path]}" if path in reasons else None
-        effect = gated or review.effects.get(path) or _effect(field, value, resolved, degrees)
+        effect = gated or review.effects.get(path) or _effect(chain, value, resolved, degrees)
         rows.append((path, support.show(field, value), "set" if is_set else "default", effect))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
@@ -51,7 +54,35 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None) -> str:
     if resolved.notes:
         lines += ["", "notes:"] + [f"  {n}" for n in resolved.notes]
     groups = _groups(asked, review) if isinstance(asked, Topology) else [f"process groups: none, {asked}"]
-    return "\n".join(lines + [""] + groups)
+    state = [""] + _memory(resolved, params) if params is not None else []
+    return "\n".join(lines + [""] + groups + state)
+
+
+def _memory(resolved: Resolved, params: float) -> list[str]:
+    """Each rank's model-state memory next to one process holding it all, and the assumptions behind it."""
+    m = resolved.model_state_memory(params)
+    amp = resolved.amp
+    if amp.enabled and amp.pure:
+        bytes_ = f"{amp.dtype} weights and gradients, fp32 master weights and Adam moments: 2 + 2 + 12 bytes a parameter"
+    else:
+        autocast = " (autocast keeps fp32 weights)" if amp.enabled else ""
+        bytes_ = f"fp32 weights, gradients and Adam moments{autocast}: 4 + 4 + 8 bytes a parameter"
+    n, stage = resolved.sharding_degree, resolved.sharding.stage
+    sharded = ("optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters")[stage - 1]
+    zero = f"ZeRO stage {stage} shards the {sharded} over sharding {n}" if n > 1 else "no sharding (sharding_degree 1)"
+    rows = [("", "per rank", "one process")] + [
+        (name, memory.human_bytes(getattr(m.per_rank, key)), memory.human_bytes(getattr(m.unsharded, key)))
+        for name, key in (("parameters", "parameters"), ("gradients", "gradients"), ("Adam state", "optimizer"),
+                          ("total", "total"))
+    ]
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    lines = [f"model-state memory for {params:,.0f} parameters (ZeRO's formulas):", f"  {bytes_}",
+             f"  split over mp {resolved.mp_degree} × pp {resolved.pp_degree}; {zero}"]
+    lines += ["  " + "  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].rjust(widths[2])]) for r in rows]
+    if n > 1 and stage == 1:
+        lines.append("  (stage 1 as ZeRO counts it: full gradients, which FSDP2 holds only while gradient merge "
+                     "accumulates; between steps they are sharded)")
+    return lines
 
 
 def _groups(topology: Topology, review: support.Review) -> list[str]:
@@ -74,9 +105,9 @@ def _groups(topology: Topology, review: support.Review) -> list[str]:
     return lines
 
 
-def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iterator[tuple[str, FieldDescriptor, Any, bool]]:
-    """(path, field, value, is set) for each field that is set, and for each implemented one (or degree) left
-    at its default, in schema order."""
+def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iterator[tuple[str, tuple[FieldDescriptor, ...], Any, bool]]:
+    """(path, its fields from the root, value, is set) for each field that is set, and for each implemented one
+    (or degree) left at its default, in schema order."""
     for field in msg.DESCRIPTOR.fields:
         path, here = prefix + field.name, chain + (field,)
         value = getattr(msg, field.name)
@@ -90,11 +121,15 @@ def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iter
         is_set = len(value) > 0 if field.is_repeated else msg.HasField(field.name)
         shown = support.status(here).support == IMPLEMENTED or schema.option(field, "axis")
         if is_set or (shown and not prefix.endswith("].")):
-            yield path, field, value, is_set
+            yield path, here, value, is_set
 
 
-def _effect(field: FieldDescriptor, value: object, resolved: Resolved, degrees: dict[str, int]) -> str:
+def _effect(chain: tuple[FieldDescriptor, ...], value: object, resolved: Resolved, degrees: dict[str, int]) -> str:
     """`degrees`: the file's own, by field name (also those not implemented yet), when they fit the world size."""
+    field = chain[-1]
+    if schema.option(field, "always_on"):  # on whatever the value, while its message takes effect
+        gates = [g for g in (schema.option(f, "active_when_parallel") for f in chain) if g]
+        return "always on" if all(getattr(resolved, g) > 1 for g in gates) else "off"
     if schema.option(field, "axis_order"):
         return "outermost first: " + ", ".join(resolved.order)
     if schema.option(field, "axis"):

@@ -33,7 +33,8 @@ def _field(field: FieldDescriptor) -> dict[str, Any]:
     elif cpp in _INT_BOUNDS:
         low, high = _INT_BOUNDS[cpp]
         minimum, infer = schema.option(field, "min_value"), schema.option(field, "infer_value")
-        out.update(type="integer", minimum=low if minimum is None else minimum, maximum=high)
+        maximum = schema.option(field, "max_value")
+        out.update(type="integer", minimum=low if minimum is None else minimum, maximum=high if maximum is None else maximum)
         if infer is not None:
             out = {"description": out["description"], "anyOf": [{"const": infer}, {k: v for k, v in out.items() if k != "description"}]}
         if cpp in (FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT64):  # protobuf's JSON quotes them

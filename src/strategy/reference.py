@@ -28,7 +28,8 @@ def reference() -> str:
         f"{len(messages)} messages, {sum(counts.values())} fields: {counts[IMPLEMENTED]} implemented, "
         f"{counts[NO_EFFECT]} with no effect in PyTorch, {counts[NOT_IMPLEMENTED]} not implemented yet.",
         "",
-        "- **implemented**: the runtime (`parallel`) does what the field says.",
+        "- **implemented**: the runtime (`parallel`) does what the field says; *always on* where its engine has no",
+        "  switch for it (set to false, a note says so).",
         "- **no effect**: only meaningful to Paddle's static graph, executors, cuDNN or parameter server. Accepted; when",
         "  set, `Resolved.notes` and `strategy explain` say so and why.",
         "- **not implemented**: left at its default it is fine; set to anything else, `policy=\"strict\"` rejects it at",
@@ -60,6 +61,8 @@ def _row(f: FieldDescriptor) -> str:
     why = support.hint(f)
     if level != IMPLEMENTED and why:
         status += f": {why}"
+    elif schema.option(f, "always_on"):  # the documentation says how
+        status += ", always on"
     rules = [f"requires `{r}`" for r in [schema.option(f, "requires")] if r]
     rules += [f"active when `{g}` > 1" for g in [schema.option(f, "active_when_parallel")] if g]
     rules += [f"active when `{g}` is true" for g in [schema.option(f, "active_when")] if g]

@@ -5,6 +5,7 @@ Loading is lossless; only here are flags that cannot take effect turned off, eac
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from dataclasses import dataclass, field as dc_field
@@ -12,78 +13,20 @@ from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from . import layout, rules, schema, support
+from . import layout, memory, rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
-from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig, TpRule, TpStyle
+from ._generated.hybrid_parallel_pb2 import DygraphShardingConfig, HybridConfig, MpConfig, TpRule, TpStyle
 from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import warn
+from .memory import ModelStateMemory
+from .settings import AmpSettings, GradientMergeSettings, MpSettings, RecomputeSettings, ShardingSettings
 from .topology import Topology
 
-__all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "RecomputeSettings", "Resolved", "resolve",
-           "resolve_with_reasons"]
+__all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "RecomputeSettings", "Resolved",
+           "ShardingSettings", "resolve", "resolve_with_reasons"]
 
 # The tensor-parallel styles a plan may name, as Hugging Face spells them ("colwise", ...): from the schema.
 TP_STYLES: tuple[str, ...] = tuple(v.name.lower() for v in TpStyle.DESCRIPTOR.values if v.number > 0)
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MpSettings:
-    """Effective model-parallel options (MpConfig's fields, `mp_` prefix dropped), after gating.
-
-    `async_allreduce` is on only when mp_degree > 1 and mp_async_allreduce is set; `skip_c_identity`
-    and `fused_linear_param_grad_add` only when async_allreduce is effectively on. `need_broadcast_data`
-    (on by default) only when mp_degree > 1. `sequence_parallel` only when mp_degree > 1;
-    `recompute_allgather` and `sp_async_reduce_scatter` only when sequence_parallel is effectively on.
-    """
-
-    sync_param: bool
-    sync_grad: bool
-    sync_moment: bool
-    sync_mode: str
-    async_allreduce: bool
-    skip_c_identity: bool
-    fused_linear_param_grad_add: bool
-    need_broadcast_data: bool
-    sequence_parallel: bool = False
-    recompute_allgather: bool = False
-    sp_async_reduce_scatter: bool = False
-
-
-class AmpSettings(NamedTuple):
-    """Effective mixed precision (`amp`, `amp_configs`).
-
-    `dtype` is the autocast dtype ("bfloat16" under use_pure_bf16 or amp_configs.dtype, else "float16");
-    `pure`: weights kept in that dtype (use_pure_fp16 / use_pure_bf16) with fp32 masters; `loss_scaling`: on for
-    float16 only. The scaler fields are amp_configs', with Paddle's meaning.
-    """
-
-    enabled: bool = False
-    dtype: str = "float16"
-    pure: bool = False
-    loss_scaling: bool = False
-    init_loss_scaling: float = 32768.0
-    incr_every_n_steps: int = 1000
-    decr_every_n_nan_or_inf: int = 2
-    incr_ratio: float = 2.0
-    decr_ratio: float = 0.8
-    use_dynamic_loss_scaling: bool = True
-
-
-class GradientMergeSettings(NamedTuple):
-    """Effective gradient merge: one update every `k_steps` optimizer steps (1: every step), averaged if `avg`."""
-
-    k_steps: int = 1
-    avg: bool = True
-
-
-class RecomputeSettings(NamedTuple):
-    """Effective recompute: `checkpoints` are globs on module names, run under torch.utils.checkpoint.
-
-    Empty while enabled: every block of the model (Hugging Face's `_no_split_modules` classes, else the children
-    of the model's largest ModuleList), as Paddle recomputes every decoder layer.
-    """
-
-    enabled: bool = False
-    checkpoints: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,6 +38,7 @@ class Resolved:
             others); their product is the world size.
         order: the axis names, outermost first (all six; Paddle's dp, pp, sharding, sep, cp, mp by default).
         mp: the effective model-parallel options.
+        sharding: the effective sharding (ZeRO) options; they act only while sharding_degree > 1.
         tp_plan: the strategy's tensor-parallel plan (MpConfig.tp_plan), as (module-name glob, style) in order,
             styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
         nccl: per group, the implemented NCCLConfig fields the file set for its communicator
@@ -112,6 +56,7 @@ class Resolved:
     cp_degree: int
     order: tuple[str, ...]
     mp: MpSettings
+    sharding: ShardingSettings
     nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
     tp_plan: tuple[tuple[str, str], ...] = ()
     amp: AmpSettings = AmpSettings()  # immutable: one shared default is safe
@@ -144,6 +89,18 @@ class Resolved:
     def coordinates(self, rank: int) -> dict[str, int]:
         """Axis name -> `rank`'s index on that axis, in `order`."""
         return self.topology.coordinates(rank)
+
+    def model_state_memory(self, params: float) -> ModelStateMemory:
+        """Each rank's bytes of parameters, gradients and Adam state for a model of `params` parameters, next to
+        one process holding it all, by ZeRO's formulas (see `strategy.memory`): 2 + 2 + 12 bytes a parameter under
+        amp with pure fp16/bf16 weights, else 4 + 4 + 8; divided by mp · pp, and by sharding_degree as the stage says.
+
+        Raises:
+            ValueError: `params` is not a positive number.
+        """
+        mixed = self.amp.enabled and self.amp.pure
+        return memory.model_state(params, model_split=self.mp_degree * self.pp_degree, sharding=self.sharding_degree,
+                                  stage=self.sharding.stage, mixed=mixed)
 
 
 def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> Resolved:
@@ -204,63 +161,93 @@ def resolve_with_reasons(
     hybrid = getattr(s, plan.hybrid)
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
-    mp = _mp_settings(plan, getattr(hybrid, plan.mp), degrees, notes, reasons)
+    effective = {g.configs: _gated(plan, g, getattr(hybrid, g.configs), degrees, notes, reasons) for g in plan.groups}
+    mp_group = next(g for g in plan.groups if g.configs == plan.mp)
+    mp = MpSettings(**{flag.setting: effective[plan.mp][flag.name] for flag in mp_group.flags})
+    sharding = ShardingSettings(**{k: v for k, v in effective[plan.sharding].items() if k in _SHARDING_FIELDS})
     nccl = layout.nccl(hybrid, degrees, notes)
-    active = plan.gate is None or degrees[plan.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
+    active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
-    return Resolved(**fields_, order=order, mp=mp, nccl=nccl, tp_plan=tp_plan, notes=tuple(notes)), reasons
+    return Resolved(**fields_, order=order, mp=mp, sharding=sharding, nccl=nccl, tp_plan=tp_plan,
+                    notes=tuple(notes)), reasons
 
 
 class _Flag(NamedTuple):
     name: str
-    setting: str  # the MpSettings attribute: the field name without its `mp_` prefix
+    setting: str  # the settings attribute: the field name without an `mp_` prefix
     is_bool: bool
     requires: str | None
+
+
+class _Group(NamedTuple):
+    """A HybridConfig message whose settings take effect only while its degree is > 1 (mp_configs, sharding_configs)."""
+
+    configs: str  # the message field: "mp_configs"
+    gate: str | None  # its (active_when_parallel) degree
+    flags: tuple[_Flag, ...]  # its implemented scalar fields, each after the flag it requires
 
 
 class _Plan(NamedTuple):
     hybrid: str
     mp: str
-    gate: str | None
-    flags: tuple[_Flag, ...]  # dependency order
+    sharding: str
+    groups: tuple[_Group, ...]
     tp_plan: str | None  # MpConfig's list of TpRule
+
+
+_SHARDING_FIELDS = frozenset(f.name for f in dataclasses.fields(ShardingSettings))
 
 
 @functools.cache
 def _plan() -> _Plan:
     """What resolution needs from the schema, read once from the descriptors."""
     hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
-    mp = next(f for f in HybridConfig.DESCRIPTOR.fields if f.message_type is MpConfig.DESCRIPTOR)
+    fields = HybridConfig.DESCRIPTOR.fields
+    mp = next(f for f in fields if f.message_type is MpConfig.DESCRIPTOR)
+    sharding = next(f for f in fields if f.message_type is DygraphShardingConfig.DESCRIPTOR)
+    groups = tuple(
+        _Group(f.name, schema.option(f, "active_when_parallel"), _flags(f.message_type))
+        for f in fields
+        if f.message_type is not None and schema.option(f, "active_when_parallel")
+        and schema.option(f, "support") == IMPLEMENTED
+    )
+    tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
+    return _Plan(hybrid.name, mp.name, sharding.name, groups, tp_plan)
+
+
+def _flags(desc: Any) -> tuple[_Flag, ...]:
+    """A message's implemented scalar fields in topological order: each flag after the flag it requires."""
     pending = [
         _Flag(f.name, f.name.removeprefix("mp_"), f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, schema.option(f, "requires"))
-        for f in MpConfig.DESCRIPTOR.fields
+        for f in desc.fields
         if f.message_type is None and schema.option(f, "support") == IMPLEMENTED
     ]
     flags: list[_Flag] = []
-    while pending:  # topological order: each flag after the flag it requires
+    while pending:
         ready = [f for f in pending if f.requires is None or f.requires in {g.name for g in flags}]
         if not ready:
             raise AssertionError(f"requires rules form a cycle among {[f.name for f in pending]}")
         flags += ready
         pending = [f for f in pending if f not in ready]
-    tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
-    return _Plan(hybrid.name, mp.name, schema.option(mp, "active_when_parallel"), tuple(flags), tp_plan)
+    return tuple(flags)
 
 
-def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: list[str], reasons: dict[str, str]) -> MpSettings:
-    """Gate each bool flag: off when the mp axis is 1, or when the flag it requires is effectively off."""
-    gate_degree = degrees[plan.gate] if plan.gate is not None else None
+def _gated(plan: _Plan, group: _Group, config: Any, degrees: dict[str, int], notes: list[str],
+           reasons: dict[str, str]) -> dict[str, Any]:
+    """Each flag's effective value: a bool is off when the group's degree is 1, or when the flag it requires is
+    effectively off (noted when the file set it); other values as the file gives them."""
+    gate_degree = degrees[group.gate] if group.gate is not None else None
     active = gate_degree is None or gate_degree > 1
-    prefix = f"{plan.hybrid}.{plan.mp}."
+    prefix = f"{plan.hybrid}.{group.configs}."
     effective: dict[str, Any] = {}
-    for flag in plan.flags:  # ordered so that a flag comes after the one it requires
+    for flag in group.flags:  # ordered so that a flag comes after the one it requires
         value = getattr(config, flag.name)
         if flag.is_bool and value:
             reason = None
             if not active:
-                reason = f"{plan.gate} is {gate_degree}"
+                reason = f"{group.gate} is {gate_degree}"
             elif flag.requires and not effective[flag.requires]:
                 reason = f"requires {prefix}{flag.requires}: true"
             if reason:
@@ -269,7 +256,7 @@ def _mp_settings(plan: _Plan, config: MpConfig, degrees: dict[str, int], notes: 
                 if config.HasField(flag.name):
                     notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
         effective[flag.name] = value
-    return MpSettings(**{flag.setting: effective[flag.name] for flag in plan.flags})
+    return effective
 
 
 def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ def requires_violations(msg: Message) -> list[tuple[str, str]]:
 
 class _Rule(NamedTuple):
     low: int | None
+    high: int | None
     infer: int | None
     allowed: tuple[str, ...]
     requires: str | None
@@ -68,8 +69,9 @@ def _rules() -> dict[FieldDescriptor, _Rule]:
     """The schema's per-field rules, read once; fields without any are left out."""
     out = {}
     for _, field in schema.walk():
-        rule = _Rule(*(schema.option(field, n) for n in ("min_value", "infer_value", "allowed", "requires", "distinct")))
-        if rule != (None, None, (), None, None):
+        names = ("min_value", "max_value", "infer_value", "allowed", "requires", "distinct")
+        rule = _Rule(*(schema.option(field, n) for n in names))
+        if rule != (None, None, None, (), None, None):
             out[field] = rule
     return out
 
@@ -113,7 +115,7 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
             broken.append((path, prefix + rule.requires))
         if not values:
             continue
-        if rule.low is not None and value < rule.low and value != rule.infer:
+        if rule.low is not None and value < rule.low and value != rule.infer and rule.high is None:
             also = f", or {rule.infer} to infer it" if rule.infer is not None else ""
             where = positions.get(path) or Location(source)
             text = f"{path} must be >= {rule.low}{also}; got {value}"
@@ -121,9 +123,22 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
                 names = ", ".join(v.name for v in field.enum_type.values if v.number >= rule.low)
                 text = f"{path} must be one of {names}; got {field.enum_type.values_by_number[value].name}"
             _report(StrategyError.at(where, text, field=path), errors)
+        below = rule.low is not None and value < rule.low
+        if rule.high is not None and (below or value > rule.high) and value != rule.infer:
+            where = positions.get(path) or Location(source)
+            _report(StrategyError.at(where, f"{path} must be {_range(rule.low, rule.high)}; got {value}", field=path), errors)
         if rule.allowed and value not in rule.allowed:
             where = positions.get(path) or Location(source)
             _report(StrategyError.at(where, _not_allowed(path, value, rule.allowed), field=path), errors)
+
+
+def _range(low: int | None, high: int) -> str:
+    """"one of 1, 2, 3" for a few values, "between 1 and 64" for more, "<= 3" without a lower bound."""
+    if low is None:
+        return f"<= {high}"
+    if high - low < 5:
+        return "one of " + ", ".join(map(str, range(low, high + 1)))
+    return f"between {low} and {high}"
 
 
 def _not_allowed(path: str, value: str, allowed: tuple[str, ...]) -> str:

@@ -38,7 +38,8 @@ class Review:
         unsupported: not-implemented fields set to something other than their default, each with its error.
         notes: one sentence per set field that has no effect (and why).
         effects: for each set field the runtime does not act on, by dotted path: "no effect in PyTorch: why",
-            "no effect: pp_degree is 1" or "not implemented: what to use instead" (for explain).
+            "no effect: pp_degree is 1", "no effect, always on: what happens" (an (always_on) flag set false) or
+            "not implemented: what to use instead" (for explain).
     """
 
     __slots__ = ("effects", "notes", "unsupported")
@@ -68,6 +69,7 @@ class _Facts(NamedTuple):
     own: Status
     gate_degree: str | None
     gate_flag: str | None
+    always_on: str | None  # an (always_on) bool's hint: what the runtime does whatever the value
 
 
 _FACTS: dict[FieldDescriptor, _Facts] = {}
@@ -78,7 +80,8 @@ def _facts(f: FieldDescriptor) -> _Facts:
     if facts is None:
         support = schema.option(f, "support")
         own = _IMPLEMENTED if support in (None, IMPLEMENTED) else Status(support, hint(f))
-        facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"))
+        always = hint(f) if schema.option(f, "always_on") else None
+        facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"), always)
     return facts
 
 
@@ -114,6 +117,9 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
                 _walk(value, f"{prefix}{f.name}.", st, reason, positions, source, out)
             continue
         if st.support == IMPLEMENTED and not inactive:
+            if facts.always_on and value is False:  # asks for what the engine cannot switch off
+                out.effects[prefix + f.name] = f"no effect, always on: {facts.always_on}"
+                out.notes.append(f"{prefix}{f.name} is set to false but has no effect: {facts.always_on}.")
             continue  # the common case: nothing to say
         path = prefix + f.name
         if inactive:

@@ -12,7 +12,7 @@ from .. import schema, support
 from ..errors import StrategyError
 from ..explain import explain
 from ..resolution import Resolved, resolve_with_reasons
-from .common import add_format, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
+from .common import add_format, add_params, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
 
 __all__ = ["format_resolved", "register"]
 
@@ -51,13 +51,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         sub, "explain", "explain each setting: value, set or default, effect, and the process groups",
         "A table of every field: its value, whether the file set it or it is the default, and whether it\n"
         "takes effect (and why not), then the notes and which ranks form the groups of each axis above 1,\n"
-        "in the strategy's order (also axes not implemented yet, marked).\n"
+        "in the strategy's order (also axes not implemented yet, marked). With --params, each rank's\n"
+        "model-state memory (parameters, gradients, Adam state) by ZeRO's formulas, next to one process.\n"
         "A file that breaks a `requires` rule is still explained; the rule is shown.",
-        "strategy explain tp2.prototxt --world-size 4",
+        "strategy explain tp2.prototxt --world-size 4 --params 7e9",
     )
     e.add_argument("file", metavar="FILE")
     add_format(e, "--from", "the file")
     add_world_size(e)
+    add_params(e)
     add_set(e)
     e.set_defaults(run=_explain)
 
@@ -79,8 +81,8 @@ def format_resolved(resolved: Resolved) -> str:
     lines = []
     for f in dataclasses.fields(resolved):
         value = getattr(resolved, f.name)
-        if f.name == "mp":
-            lines += [f"mp.{k}: {show_value(v)}" for k, v in dataclasses.asdict(value).items()]
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):  # mp, sharding: one line per setting
+            lines += [f"{f.name}.{k}: {show_value(v)}" for k, v in dataclasses.asdict(value).items()]
         elif f.name != "notes":
             lines.append(f"{f.name}: {value}")
     lines += [f"note: {n}" for n in resolved.notes]
@@ -133,5 +135,5 @@ def _resolve(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     s = read(args.file, args.from_, overrides=args.overrides, requires=False)
     with _naming(args.file):
-        print(explain(s, world_size=args.world_size))
+        print(explain(s, world_size=args.world_size, params=args.params))
     return 0

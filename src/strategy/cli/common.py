@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from collections.abc import Iterable
@@ -15,7 +16,7 @@ from ..formats import FORMATS, format_for, serialize
 from ..io import load_bytes, problems, read_bytes
 from ..rules import POLICIES
 
-__all__ = ["add_format", "add_policy", "add_set", "add_world_size", "read", "read_all_problems", "show_value", "subparser", "warn_to_stderr", "write"]
+__all__ = ["add_format", "add_params", "add_policy", "add_set", "add_world_size", "read", "read_all_problems", "show_value", "subparser", "warn_to_stderr", "write"]
 
 STDIO = "-"
 
@@ -52,6 +53,27 @@ def _positive(text: str) -> int:
 
 def add_world_size(p: argparse.ArgumentParser) -> None:
     p.add_argument("--world-size", type=_positive, metavar="N", help="number of ranks (default: WORLD_SIZE, else the degrees' product)")
+
+
+_SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def _count(text: str) -> float:
+    """A number of parameters: 7e9, 7000000000, 7B, 1.3b, 125M, 350k."""
+    suffix = text[-1:].lower()
+    scale = _SCALE.get(suffix, 1.0)
+    try:
+        value = float(text[:-1] if suffix in _SCALE else text) * scale
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of parameters such as 7e9, 7B or 125M, got {text!r}")
+    return value
+
+
+def add_params(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", type=_count, metavar="P",
+                   help="number of model parameters (7e9, 7B, 125M): print each rank's model-state memory")
 
 
 def add_format(p: argparse.ArgumentParser, flag: str, what: str) -> None:

@@ -1,0 +1,94 @@
+"""The effective settings the runtime reads, one small immutable type per technique, filled by `resolve`.
+
+Fields carry the schema fields' names (MpSettings drops the `mp_` prefix); the schema documents what each does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+__all__ = ["AmpSettings", "GradientMergeSettings", "MpSettings", "RecomputeSettings", "ShardingSettings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MpSettings:
+    """Effective model-parallel options (MpConfig's fields, `mp_` prefix dropped), after gating.
+
+    `async_allreduce` is on only when mp_degree > 1 and mp_async_allreduce is set; `skip_c_identity`
+    and `fused_linear_param_grad_add` only when async_allreduce is effectively on. `need_broadcast_data`
+    (on by default) only when mp_degree > 1. `sequence_parallel` only when mp_degree > 1;
+    `recompute_allgather` and `sp_async_reduce_scatter` only when sequence_parallel is effectively on.
+    """
+
+    sync_param: bool
+    sync_grad: bool
+    sync_moment: bool
+    sync_mode: str
+    async_allreduce: bool
+    skip_c_identity: bool
+    fused_linear_param_grad_add: bool
+    need_broadcast_data: bool
+    sequence_parallel: bool = False
+    recompute_allgather: bool = False
+    sp_async_reduce_scatter: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardingSettings:
+    """Effective sharding (ZeRO) options (DygraphShardingConfig's fields the runtime reads).
+
+    `stage` (1, 2 or 3) is the file's `sharding_configs.stage`, kept as configured while sharding_degree is 1, where
+    nothing shards (the runtime leaves the model alone). What each stage does on FSDP2 is the field's documentation
+    in the schema; the two properties spell out its switches.
+    """
+
+    stage: int
+
+    @property
+    def reshard_after_forward(self) -> bool:
+        """FSDP2's fully_shard(reshard_after_forward=): parameters freed after each block's forward (stage 3)."""
+        return self.stage >= 3
+
+    @property
+    def reduce_every_micro_step(self) -> bool:
+        """Under gradient merge, reduce-scatter on every micro-step (stages 2-3) rather than once on the last (1)."""
+        return self.stage >= 2
+
+
+class AmpSettings(NamedTuple):
+    """Effective mixed precision (`amp`, `amp_configs`).
+
+    `dtype` is the autocast dtype ("bfloat16" under use_pure_bf16 or amp_configs.dtype, else "float16");
+    `pure`: weights kept in that dtype (use_pure_fp16 / use_pure_bf16) with fp32 masters; `loss_scaling`: on for
+    float16 only. The scaler fields are amp_configs', with Paddle's meaning.
+    """
+
+    enabled: bool = False
+    dtype: str = "float16"
+    pure: bool = False
+    loss_scaling: bool = False
+    init_loss_scaling: float = 32768.0
+    incr_every_n_steps: int = 1000
+    decr_every_n_nan_or_inf: int = 2
+    incr_ratio: float = 2.0
+    decr_ratio: float = 0.8
+    use_dynamic_loss_scaling: bool = True
+
+
+class GradientMergeSettings(NamedTuple):
+    """Effective gradient merge: one update every `k_steps` optimizer steps (1: every step), averaged if `avg`."""
+
+    k_steps: int = 1
+    avg: bool = True
+
+
+class RecomputeSettings(NamedTuple):
+    """Effective recompute: `checkpoints` are globs on module names, run under torch.utils.checkpoint.
+
+    Empty while enabled: every block of the model (Hugging Face's `_no_split_modules` classes, else the children
+    of the model's largest ModuleList), as Paddle recomputes every decoder layer.
+    """
+
+    enabled: bool = False
+    checkpoints: tuple[str, ...] = ()
