@@ -6,6 +6,7 @@ optimizer wrapper read their settings from the group it makes current (or the `h
 Layout (each subpackage imports only those above it):
     topology/    groups, mesh, agreement across ranks, guarded collectives
     tensor/      mp collectives, parallel layers, sequence parallelism
+    sharding/    ZeRO stages 1-3 on FSDP2 over the sharding axis
     training/    optimizer wrapper, amp, clipping, gradient merge, recompute, replica checks
     checkpoint/  DCP save / load / reshard, the `strategy checkpoint` command
     compose/     `parallelize`: a user's model, parallelised in one fixed order
@@ -13,6 +14,7 @@ Layout (each subpackage imports only those above it):
 
 from .checkpoint import Checkpoint, full_state_dict, load, save
 from .compose import parallelize
+from .sharding import apply_sharding
 from .tensor import (
     ColumnParallelLinear,
     ParallelCrossEntropy,
@@ -40,6 +42,7 @@ __all__ = [
     "RowParallelLinear",
     "VocabParallelEmbedding",
     "add_main_grad",
+    "apply_sharding",
     "apply_recompute",
     "autocast",
     "broadcast_data",

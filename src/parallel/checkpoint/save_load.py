@@ -21,11 +21,12 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor import DTensor
 
 import strategy
 
 from ..tensor.shards import SHARD_DIM
+from .placements import as_global
 from ..topology.groups import AXES, HybridGroup, current
 
 __all__ = ["MARKER", "Checkpoint", "full_state_dict", "load", "save"]
@@ -53,15 +54,9 @@ class Checkpoint:
 
 
 # -- state dicts as DTensors ----------------------------------------------------------------------------
-def _placements(param: torch.Tensor | None, dims: tuple[str, ...]) -> list[Any]:
-    """One placement per mesh dim: an mp-split parameter is sharded on "mp", everything else replicated."""
-    dim = getattr(param, SHARD_DIM, None) if param is not None else None
-    return [Shard(dim) if axis == "mp" and dim is not None else Replicate() for axis in dims]
-
-
 def _as_dtensor(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> DTensor:
     """`t` (this rank's part) as a DTensor laid out like `param` (sharing `t`'s storage)."""
-    return DTensor.from_local(t, hcg.mesh, _placements(param, hcg.mesh.mesh_dim_names or ()), run_check=False)
+    return as_global(t, param, hcg)
 
 
 def _model_state(model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..sharding.fsdp import apply_sharding, sharding_units
 from ..tensor.column import ColumnParallelLinear
 from ..tensor.data import broadcast_data
 from ..tensor.embedding import VocabParallelEmbedding
@@ -47,8 +48,12 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
 
     Raises:
         StrategyError: an unknown style, a rule that matches nothing, a style on the wrong module type, a
-            dimension (or a head count) not divisible by mp_degree, or tied weights; every problem is named
-            (pattern, module, shape, degree) before anything is changed.
+            dimension (or a head count) not divisible by mp_degree, tied weights, or sharding on a model with no
+            blocks; every problem is named (pattern, module, shape, degree) before anything is changed.
+
+    The techniques apply in one fixed order: tensor (and sequence) parallelism, recompute, then ZeRO sharding
+    (sharding_degree > 1: FSDP2 units over the blocks, see `apply_sharding`). `plan={}` applies no tensor
+    parallelism, the rest still.
 
     With `need_broadcast_data` on (the default), the model's forward first broadcasts its tensor inputs from
     the mp group's first rank. Parameters left replicated (norms, replicate) are the ones HybridParallelOptimizer's
@@ -68,6 +73,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     if hcg.resolved.mp.sequence_parallel and hcg.mp_size > 1 and getattr(model, "config", None) is not None:
         hf_sequence = plan_sequence_parallel(model, matches)
     recompute_targets(model, hcg)  # its errors too come before any change (replacing keeps module names)
+    sharding_units(model, hcg)
     modules = dict(model.named_modules())
     applied: dict[str, str] = {}
     for m in matches:
@@ -87,6 +93,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
     if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1:
         model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
+    apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them
     return model
 
 

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
+from ..topology.dtensors import is_data_sharded
+
 __all__ = ["accumulate_bias_grad", "accumulate_weight_grad", "add_main_grad", "grad_of", "warn_if_no_overlap",
            "weight_grad"]
 
@@ -70,7 +72,8 @@ def add_main_grad(params: Iterable[nn.Parameter] | nn.Module, dtype: torch.dtype
     if isinstance(params, nn.Module):
         params = params.parameters()
     for p in params:
-        if p.requires_grad and getattr(p, "main_grad", None) is None:  # frozen parameters get no gradient at all
+        # Frozen parameters get no gradient at all; FSDP2's shards (DTensors) get theirs from its reduce-scatter.
+        if p.requires_grad and getattr(p, "main_grad", None) is None and not is_data_sharded(p):
             p.main_grad = torch.zeros_like(p, dtype=dtype, memory_format=torch.contiguous_format)  # type: ignore[attr-defined]
 
 

@@ -168,12 +168,13 @@ def mark_sequence_parallel(module: nn.Module | Iterable[nn.Parameter], *, hcg: H
             continue
         setattr(p, SEQUENCE_PARALLEL, True)
         if hcg.resolved.mp.sequence_parallel and p.requires_grad:
-            p.register_post_accumulate_grad_hook(_flag_unreduced)
+            p.register_post_accumulate_grad_hook(flag_unreduced)
             _guard_plain_optimizers()
     return module
 
 
-def _flag_unreduced(p: torch.Tensor) -> None:
+def flag_unreduced(p: torch.Tensor) -> None:
+    """This parameter's gradient holds a backward's tokens of this rank only: it is due a sum over the mp group."""
     setattr(p, _UNREDUCED, True)
 
 

@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from .dtensors import local
 from .guard import guard
 
 __all__ = ["all_reduce_coalesced", "broadcast_coalesced"]
@@ -21,7 +22,8 @@ def _by_dtype(tensors: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
 
 
 def all_reduce_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup, *, average: bool) -> None:
-    """One all-reduce per dtype over a flat buffer, results copied back in place."""
+    """One all-reduce per dtype over a flat buffer, results copied back in place (DTensors: their local shards)."""
+    tensors = [local(t) for t in tensors]
     size = dist.get_world_size(group)
     for bucket in _by_dtype(tensors):
         flat = _flatten_dense_tensors(bucket)
@@ -34,10 +36,11 @@ def all_reduce_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup, 
 
 
 def broadcast_coalesced(tensors: list[torch.Tensor], group: dist.ProcessGroup) -> None:
-    """Copy mp rank 0's values to every rank of the group, one broadcast per dtype."""
+    """Copy the group's first rank's values to every rank of it, one broadcast per dtype (DTensors: local shards)."""
+    tensors = [local(t) for t in tensors]
     for bucket in _by_dtype(tensors):
         flat = _flatten_dense_tensors(bucket)
-        with guard("broadcast from mp rank 0", group):
+        with guard("broadcast from the group's first rank", group):
             dist.broadcast(flat, group=group, group_src=0)
         for t, synced in zip(bucket, _unflatten_dense_tensors(flat, bucket)):
             t.copy_(synced)

@@ -19,6 +19,7 @@ from torch import nn
 from strategy import AmpSettings
 
 from ..topology.groups import HybridGroup, current
+from ..topology.dtensors import is_data_sharded, local
 from ..topology.guard import guard
 
 __all__ = ["LossScaler", "autocast", "cast_for_amp", "found_nonfinite"]
@@ -46,7 +47,8 @@ def autocast(*, hcg: HybridGroup | None = None) -> Iterator[None]:
 def cast_for_amp(model: nn.Module, *, hcg: HybridGroup | None = None) -> nn.Module:
     """Under use_pure_fp16 / use_pure_bf16: the model's weights in that dtype (normalisation layers stay fp32, as
     Paddle's O2 keeps them); HybridParallelOptimizer then updates fp32 master copies. Otherwise unchanged.
-    Call it before building the optimizer."""
+    Call it before building the optimizer. Parameters FSDP2 already shards stay fp32: its mixed-precision policy
+    gathers them in the low dtype for compute, and the fp32 shards are the masters."""
     hcg = hcg or current()
     amp = hcg.resolved.amp
     if not (amp.enabled and amp.pure):
@@ -56,7 +58,8 @@ def cast_for_amp(model: nn.Module, *, hcg: HybridGroup | None = None) -> nn.Modu
         if "norm" in type(module).__name__.lower():
             continue
         for name, p in module.named_parameters(recurse=False):
-            p.data = p.data.to(dtype)
+            if not is_data_sharded(p):
+                p.data = p.data.to(dtype)
     return model
 
 
@@ -100,7 +103,7 @@ def found_nonfinite(grads: Sequence[torch.Tensor]) -> bool:
     device = grads[0].device if grads else torch.device("cpu")
     flag = torch.zeros((), device=device)
     for g in grads:
-        flag = torch.maximum(flag, (~torch.isfinite(g)).any().to(flag.dtype))
+        flag = torch.maximum(flag, (~torch.isfinite(local(g))).any().to(flag.dtype))
     if dist.is_initialized() and dist.get_world_size() > 1:
         with guard("found-inf (max over every rank)", None):
             dist.all_reduce(flag, op=dist.ReduceOp.MAX)

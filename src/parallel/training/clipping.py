@@ -2,7 +2,8 @@
 
 Each rank holds only its shard of a split weight, so a per-rank `clip_grad_norm_` sees a different, too
 small norm and ranks drift apart. Here a sharded parameter's norm sums its shards over the mp group, a
-replicated one counts once, and dp replicas (whose gradients are already averaged) are not counted twice:
+replicated one counts once, and dp replicas (whose gradients are already averaged) are not counted twice; a
+gradient FSDP2 shards over the sharding group sums its shards there too:
 the result is what `torch.nn.utils.clip_grad_norm_` returns on the unparallelised model, on every rank.
 """
 
@@ -15,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from ..tensor.shards import is_sharded
+from ..topology.dtensors import is_data_sharded, local
 from ..topology.groups import HybridGroup
 from ..topology.guard import guard
 
@@ -25,21 +27,23 @@ def global_grad_norm(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg: Hy
     """The norm of the whole model's gradient, from (parameter, gradient) pairs of this rank, in fp32."""
     norm_type = float(norm_type)
     device = grads[0][1].device if grads else torch.device("cpu")
-    sharded = [g for p, g in grads if is_sharded(p)]
-    replicated = [g for p, g in grads if not is_sharded(p)]
-    if math.isinf(norm_type):
-        local = _per_param(sharded, norm_type, device)
-        if hcg.mp_size > 1 and local.numel():
-            with guard("gradient norm (max over the mp group)", hcg.mp_group):
-                dist.all_reduce(local, op=dist.ReduceOp.MAX, group=hcg.mp_group)
-        per_param = torch.cat([local, _per_param(replicated, norm_type, device)])
-    else:
-        # Each sharded parameter's norm**p is the sum of its shards' over the mp group (one all-reduce for all).
-        powered = _per_param(sharded, norm_type, device).pow(norm_type)
-        if hcg.mp_size > 1 and powered.numel():
-            with guard("gradient norm (sum over the mp group)", hcg.mp_group):
-                dist.all_reduce(powered, group=hcg.mp_group)
-        per_param = torch.cat([powered.pow(1.0 / norm_type), _per_param(replicated, norm_type, device)])
+    # A parameter's gradient may be split over the mp group (the parallel layers) and over the sharding group
+    # (FSDP2): its norm combines the local shards' over each group it is split across.
+    kinds: dict[tuple[bool, bool], list[torch.Tensor]] = {}
+    for p, g in grads:
+        kinds.setdefault((is_sharded(p), is_data_sharded(p) and hcg.sharding_size > 1), []).append(local(g))
+    inf = math.isinf(norm_type)
+    parts = []
+    for (over_mp, over_sharding), tensors in sorted(kinds.items(), reverse=True):  # mp-split ones first, as torch
+        values = _per_param(tensors, norm_type, device)
+        values = values if inf else values.pow(norm_type)
+        for split, axis in ((over_mp, "mp"), (over_sharding, "sharding")):
+            group, size = hcg.group(axis), getattr(hcg, f"{axis}_size")
+            if split and size > 1:
+                with guard(f"gradient norm ({'max' if inf else 'sum'} over the {axis} group)", group):
+                    dist.all_reduce(values, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=group)
+        parts.append(values if inf else values.pow(1.0 / norm_type))
+    per_param = torch.cat(parts) if parts else torch.zeros(0, device=device)
     if not per_param.numel():
         return torch.zeros((), device=device)
     return torch.linalg.vector_norm(per_param, norm_type)  # as torch.nn.utils.clip_grad_norm_ combines them
@@ -63,5 +67,5 @@ def clip_by_global_norm(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg:
         )
     coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
     for _, g in grads:
-        g.mul_(coef.to(g.dtype))
+        local(g).mul_(coef.to(g.dtype))
     return total

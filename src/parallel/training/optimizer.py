@@ -17,7 +17,9 @@ from torch import nn
 from ..tensor.grads import grad_of
 from ..tensor.sequence import sum_sequence_parallel_grads
 from ..tensor.shards import is_sharded
+from ..sharding.fsdp import sharded_roots
 from ..topology.coalesced import all_reduce_coalesced, broadcast_coalesced
+from ..topology.dtensors import is_data_sharded, local
 from ..topology.groups import HybridGroup, current
 from .amp import LossScaler, found_nonfinite
 from .clipping import clip_by_global_norm
@@ -36,7 +38,10 @@ class HybridParallelOptimizer:
       2. sync_grad: replicated parameters' gradients agree across the mp group (sync_mode);
       3. hand main_grad to the optimizer; bf16/fp16 parameters step through fp32 master copies;
       4. sync_param / sync_moment: replicated parameters and their same-shaped optimizer state agree.
-    Sharded parameters (from the parallel layers) are never synced across the mp group.
+    Sharded parameters (from the parallel layers) are never synced across the mp group. Parameters sharded over
+    the data axes (apply_sharding: FSDP2 DTensors) have their gradients reduced by FSDP2 over dp × sharding; this
+    wrapper acts on their local shards, and under gradient merge at stage 1 lets FSDP2 reduce only on the last
+    micro-step (one reduction per update).
 
     Example::
 
@@ -57,6 +62,9 @@ class HybridParallelOptimizer:
         self.merge_steps = hcg.resolved.gradient_merge.k_steps
         self._merge_avg = hcg.resolved.gradient_merge.avg
         self._micro = 0  # optimizer steps taken since the last update (gradient merge)
+        # Stage 1 under gradient merge: FSDP2 accumulates full gradients and reduce-scatters once per update.
+        self._deferred_sync = sharded_roots(self._model_params) if hcg.resolved.sharding.stage == 1 else []
+        self._defer_reduction()
         if hcg.dp_size > 1:
             # Start every replica from dp rank 0's values, as DDP does, whatever seed each rank used.
             broadcast_coalesced([p.detach() for p in self._model_params], hcg.dp_group)
@@ -173,22 +181,22 @@ class HybridParallelOptimizer:
         grads = []
         for p in self._model_params:
             g = grad_of(p)
-            if g is None and p.requires_grad and self.hcg.dp_size > 1:
+            if g is None and p.requires_grad and self.hcg.dp_size > 1 and not is_data_sharded(p):
                 # Unused on this replica (a branch not taken): every rank must reduce the same buffers.
                 g = p.grad = torch.zeros_like(p)
             if g is not None:
                 grads.append((p, g))
         # Sequence-parallel parameters (norms in the region) saw only this rank's tokens: sum over the mp group.
         sum_sequence_parallel_grads(grads, self.hcg)
-        if self.hcg.dp_size > 1:
-            all_reduce_coalesced([g for _, g in grads], self.hcg.dp_group, average=True)
+        if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already
+            all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p)], self.hcg.dp_group, average=True)
         if self.settings.sync_grad:
             self._sync([g for p, g in grads if not is_sharded(p)])
         # Unscale (fp16 loss scaling) and average the merged micro-steps in one multiplication.
         divisor = (self.scaler.scale if self.scaler is not None else 1.0) * (self.merge_steps if self._merge_avg else 1)
         if divisor != 1.0:
-            torch._foreach_mul_([g for _, g in grads], 1.0 / divisor)
-        self._found_inf = found_nonfinite([g for _, g in grads]) if self.scaler is not None else False
+            torch._foreach_mul_([local(g) for _, g in grads], 1.0 / divisor)
+        self._found_inf = found_nonfinite([local(g) for _, g in grads]) if self.scaler is not None else False
         self._reduced = grads
         return grads
 
@@ -198,8 +206,10 @@ class HybridParallelOptimizer:
             raise ValueError("HybridParallelOptimizer.step does not take a closure: run forward/backward first")
         if self.accumulating:  # gradient merge: keep accumulating, update on the k-th call
             self._micro += 1
+            self._defer_reduction()
             return None
         self._micro = 0
+        self._defer_reduction()
         self._refresh_stale_masters()
         grads = self._reduced_grads()
         self._reduced = None
@@ -223,6 +233,11 @@ class HybridParallelOptimizer:
             p.copy_(master)
             self._synced_version[p] = p._version
         return result
+
+    def _defer_reduction(self) -> None:
+        """Before the next backward: FSDP2 reduces gradients only if the next step updates (stage 1 merge)."""
+        for root in self._deferred_sync:
+            root.set_requires_gradient_sync(not self.accumulating)
 
     def _refresh_stale_masters(self) -> None:
         """Take a parameter changed outside the optimizer (e.g. model.load_state_dict) into its master."""

@@ -13,6 +13,7 @@ from torch import nn
 
 from ..tensor.sequence import is_sequence_parallel
 from ..tensor.shards import is_sharded
+from ..topology.dtensors import local
 from ..topology.groups import HybridGroup, current
 from ..topology.guard import guard
 
@@ -30,7 +31,8 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
 
     Across the mp group: every replicated parameter, and with `grads` its gradient (`main_grad` where present;
     not for sequence-parallel parameters, whose gradients are per-rank until summed). Across dp replicas: every
-    parameter, sharded ones included (gradients differ there until they are averaged in the step). Call it
+    parameter, sharded ones included (gradients differ there until they are averaged in the step). Parameters
+    FSDP2 shards over the sharding group are compared shard by shard (the sharding group holds no replicas). Call it
     between steps, every N steps; it costs two all-reduces per group.
     """
     hcg = hcg or current()
@@ -56,6 +58,7 @@ def _grad(p: torch.Tensor) -> torch.Tensor | None:
 
 def _compare(values: list[tuple[str, torch.Tensor]], axis: str, what: str, atol: float, hcg: HybridGroup) -> None:
     group = hcg.mp_group if axis == "mp" else hcg.dp_group
+    values = [(name, local(t)) for name, t in values]  # FSDP2's shards: the same shard on every replica
     flat = torch.cat([t.reshape(-1).to(torch.float64) for _, t in values])
     # A NaN agrees with nothing: as +inf in the max and -inf in the min, every rank sees an infinite spread.
     nan = torch.isnan(flat)

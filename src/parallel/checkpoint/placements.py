@@ -1,0 +1,48 @@
+"""Where each rank's piece of a tensor sits in the unparallelised tensor, as placements on the whole hybrid mesh.
+
+A parameter may be split by tensor parallelism (on "mp", the dim its layer records) and then by FSDP2 (dim 0 of
+that shard, on "sharding"; replicated on "dp"). DCP reads these placements to save and reshard across any degrees.
+When both split dim 0 and the sharding axis comes before mp in the mesh, the sharding split is the inner one: a
+_StridedShard, as torch's own FSDP2 + tensor parallelism lays it out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
+from torch.distributed.tensor.placement_types import _StridedShard
+
+from ..tensor.shards import SHARD_DIM
+from ..topology.groups import HybridGroup
+
+__all__ = ["as_global"]
+
+
+def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> DTensor:
+    """`t` (laid out like `param`: the parameter itself, its optimizer state or master copy) as a DTensor over the
+    whole mesh, sharing this rank's storage."""
+    dims = tuple(hcg.mesh.mesh_dim_names or ())
+    mp_dim = getattr(param, SHARD_DIM, None) if param is not None else None
+    placements: list[Placement] = [Replicate()] * len(dims)
+    shape = list(t.shape)
+    if isinstance(t, DTensor):  # FSDP2's: placements on its data mesh ("sharding", or "dp" and "sharding")
+        for name, placement in zip(t.device_mesh.mesh_dim_names or (), t.placements):
+            placements[dims.index(name)] = placement
+        t = t.to_local()
+    if mp_dim is not None:
+        placements[dims.index("mp")] = Shard(mp_dim)
+        shape[mp_dim] *= hcg.mp_size
+        _nest(placements, dims, mp_dim, hcg)
+    stride = torch.empty(shape, device="meta").stride()
+    return DTensor.from_local(t, hcg.mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride)
+
+
+def _nest(placements: list[Any], dims: tuple[str, ...], mp_dim: int, hcg: HybridGroup) -> None:
+    """mp split the tensor first, FSDP2 then split each mp shard: when both split the same dim and sharding comes
+    first in the mesh, its split is strided over the mp shards."""
+    k, m = dims.index("sharding"), dims.index("mp")
+    mine = placements[k]
+    if k < m and isinstance(mine, Shard) and not isinstance(mine, _StridedShard) and mine.dim == mp_dim:
+        placements[k] = _StridedShard(mp_dim, split_factor=hcg.mp_size)

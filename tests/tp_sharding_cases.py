@@ -1,0 +1,160 @@
+"""Rank-side cases of ZeRO sharding (sharding_degree, sharding_configs.stage) on FSDP2: parity with one process,
+what each rank holds, gradient merge, clipping, checkpoints across degrees."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+import parallel
+import strategy
+from parallel.introspect import count_collectives
+from parallel.topology.dtensors import local
+from rank_helpers import close, init
+
+# Deliberately uneven: 11 vocabulary rows and 20 hidden units do not divide by 4 (FSDP2 pads its shards).
+VOCAB, HIDDEN, INNER, ROWS, SEQ, LR = 11, 12, 20, 2, 6, 1e-3
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(HIDDEN)
+        self.up = nn.Linear(HIDDEN, INNER)
+        self.down = nn.Linear(INNER, HIDDEN)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h + self.down(F.gelu(self.up(self.norm(h))))
+
+
+class Stack(nn.Module):
+    """A small model with blocks (an nn.ModuleList), outside the blocks an embedding, a norm and a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, HIDDEN)
+        self.blocks = nn.ModuleList(Block() for _ in range(3))
+        self.norm = nn.LayerNorm(HIDDEN)
+        self.head = nn.Linear(HIDDEN, VOCAB, bias=False)
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids)
+        for block in self.blocks:
+            h = block(h)
+        return F.cross_entropy(self.head(self.norm(h)).flatten(0, 1), labels.flatten())
+
+
+def sharded_text(sharding: int, stage: int, *, dp: int = 1, mp: int = 1, merge: int = 1) -> str:
+    text = (f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} sharding_degree: {sharding} "
+            f"sharding_configs {{ stage: {stage} }} }}")
+    return text + (f" gradient_merge: true gradient_merge_configs {{ k_steps: {merge} avg: true }}" if merge > 1 else "")
+
+
+def _global_batch(step: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1000 + step)
+    return torch.randint(0, VOCAB, (rows, SEQ), generator=g), torch.randint(0, VOCAB, (rows, SEQ), generator=g)
+
+
+def _data_mean(value: torch.Tensor, hcg: parallel.HybridGroup) -> float:
+    """The mean over the data ranks (dp × sharding): the loss of the whole batch."""
+    mean = value.detach().clone()
+    for axis in ("dp", "sharding"):
+        if getattr(hcg, f"{axis}_size") > 1:
+            dist.all_reduce(mean, group=hcg.group(axis))
+            mean /= getattr(hcg, f"{axis}_size")
+    return float(mean)
+
+
+def _local_bytes(tensors) -> int:
+    return sum(local(t).numel() * local(t).element_size() for t in tensors if t is not None)
+
+
+def _held(model: nn.Module, opt) -> dict[str, int]:
+    """Bytes this rank holds of parameters, gradients and optimizer state (its shards)."""
+    params = list(model.parameters())
+    state = [v for s in opt.optimizer.state.values() for v in s.values() if torch.is_tensor(v) and v.dim() > 0]
+    return {"params": _local_bytes(params), "grads": _local_bytes(p.grad for p in params),
+            "state": _local_bytes(state)}
+
+
+def parity(text: str, steps: int = 3, clip: float | None = None, model_kind: str = "stack", eps: float = 1e-8) -> dict:
+    """`steps` AdamW updates with a different batch per data rank equal one process on the whole batch."""
+    hcg = init(strategy.loads(text))
+    k = hcg.resolved.gradient_merge.k_steps
+    if model_kind == "llama":
+        from tp_hf_cases import hf_model
+
+        reference = hf_model("llama")
+        model = parallel.parallelize(copy.deepcopy(reference))  # the Hugging Face plan, then sharding
+    else:
+        torch.manual_seed(0)
+        reference = Stack()
+        model = parallel.parallelize(copy.deepcopy(reference), plan={})
+    # Adam's first updates are about lr * sign(grad): where a gradient is near rounding level, the other summation
+    # order of a sharded reduction moves the update by up to 2 lr. lr 1e-3 keeps that within rtol 1e-5 of the
+    # weights; for Llama, whose many nearly-zero gradients make it worse even at mp 2 alone, a larger eps bounds
+    # the magnification to lr * |noise| / eps.
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=eps))
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR, eps=eps)
+    rows = ROWS * hcg.data_size
+    losses, ref_losses, norms, ref_norms, reductions, held = [], [], [], [], [], {}
+    for step in range(steps):
+        with count_collectives() as counts:
+            for micro in range(k):
+                ids, labels = _global_batch(step * k + micro, rows)
+                mine = slice(hcg.data_rank * ROWS, (hcg.data_rank + 1) * ROWS)
+                loss = _loss(model, ids[mine], labels[mine], model_kind)
+                loss.backward()
+                ref_loss = _loss(reference, ids, labels, model_kind)
+                (ref_loss / k).backward()
+                losses.append(_data_mean(loss, hcg))
+                ref_losses.append(float(ref_loss))
+                if micro == k - 1 and clip is not None:
+                    norms.append(float(opt.clip_grad_norm_(clip)))
+                    ref_norms.append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)))
+                opt.step()
+                if micro == k - 1:
+                    held = _held(model, opt)
+                opt.zero_grad()
+        reductions.append(counts["reduce_scatter"])
+        ref_opt.step()
+        ref_opt.zero_grad()
+    full = parallel.full_state_dict(model)
+    for name, value in reference.state_dict().items():
+        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    unsharded = _held(reference, _Wrapped(ref_opt))
+    unsharded["grads"] = unsharded["params"]
+    return {"losses": losses, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
+            "reductions": reductions, "held": held, "unsharded": unsharded, "units": _units(model)}
+
+
+def _loss(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor, kind: str) -> torch.Tensor:
+    return model(input_ids=ids, labels=labels).loss if kind == "llama" else model(ids, labels)
+
+
+class _Wrapped:
+    def __init__(self, optimizer) -> None:
+        self.optimizer = optimizer
+
+
+def _units(model: nn.Module) -> list[str]:
+    from torch.distributed.fsdp import FSDPModule
+
+    return [name for name, m in model.named_modules() if isinstance(m, FSDPModule)]
+
+
+def no_blocks_error() -> tuple[str, bool]:
+    """A model without blocks: a clear error before anything changed."""
+    init(strategy.loads(sharded_text(2, 2)))
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    try:
+        parallel.parallelize(model, plan={})
+    except strategy.StrategyError as e:
+        same = all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
+        return str(e), same and not any(type(p).__name__ == "DTensor" for p in model.parameters())
+    raise AssertionError("no error")
