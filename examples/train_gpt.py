@@ -137,8 +137,10 @@ class GPT(nn.Module):
 # -- training ------------------------------------------------------------------------------------------
 def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[GPT, parallel.HybridParallelOptimizer]:
     torch.manual_seed(cfg.seed)
-    model = parallel.cast_for_amp(GPT(cfg, hcg), hcg=hcg)  # bf16/fp16 weights under use_pure_*; else as is
+    model = GPT(cfg, hcg)
     parallel.apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints (e.g. "blocks.*") when recompute is on
+    parallel.apply_sharding(model, hcg=hcg)  # sharding_degree > 1: FSDP2 units over the blocks (ZeRO stage 1-3)
+    parallel.cast_for_amp(model, hcg=hcg)  # bf16/fp16 weights under use_pure_* (FSDP2's shards stay fp32 masters)
     if hcg.resolved.mp.fused_linear_param_grad_add:
         parallel.add_main_grad(model)  # the fused flag accumulates weight gradients here, in fp32
     return model, parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0))

@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 import parallel
+import strategy
 from conftest import ROOT
 from rank_helpers import init, make_strategy
 
@@ -67,10 +68,10 @@ def _last_model_and_optimizer(gpt, hcg, cfg, resume: Path | None = None):
     return model, opt
 
 
-def save_gpt(mp: int, dp: int, steps: int, ckpt: str) -> dict:
+def save_gpt(mp: int, dp: int, steps: int, ckpt: str, text: str | None = None) -> dict:
     """Train the demo model, save it, and return its full state dict and the next step's loss."""
     gpt = _train_gpt()
-    hcg = init(make_strategy(mp, dp=dp))
+    hcg = init(strategy.loads(text) if text else make_strategy(mp, dp=dp))
     model, opt = _last_model_and_optimizer(gpt, hcg, _cfg(steps))
     parallel.save(ckpt, model, opt, step=steps, extra={"note": "from mp test"})
     full = parallel.full_state_dict(model)
@@ -88,12 +89,12 @@ def _next_loss(gpt, hcg, model, opt, step: int) -> float:
     return gpt.global_mean(loss, hcg)
 
 
-def load_gpt(mp: int, dp: int, steps: int, ckpt: str) -> dict:
+def load_gpt(mp: int, dp: int, steps: int, ckpt: str, text: str | None = None) -> dict:
     """Load into another layout: the full state dict, what load reports, and the next step's loss."""
     import warnings
 
     gpt = _train_gpt()
-    hcg = init(make_strategy(mp, dp=dp))
+    hcg = init(strategy.loads(text) if text else make_strategy(mp, dp=dp))
     torch.manual_seed(999)
     model, opt = gpt.build(_cfg(steps), hcg)
     with warnings.catch_warnings(record=True) as caught:

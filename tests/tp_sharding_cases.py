@@ -158,3 +158,65 @@ def no_blocks_error() -> tuple[str, bool]:
         same = all(torch.equal(v, before[k]) for k, v in model.state_dict().items())
         return str(e), same and not any(type(p).__name__ == "DTensor" for p in model.parameters())
     raise AssertionError("no error")
+
+
+def scaler_skips_together_when_sharded(text: str) -> list[tuple]:
+    """fp16 loss scaling over FSDP2 shards: an inf in one rank's gradient shard makes every rank skip the step and
+    halve the scale; two clean steps (incr_every_n_steps: 2) double it back."""
+    hcg = init(strategy.loads(text + " amp: true amp_configs { init_loss_scaling: 1024 decr_every_n_nan_or_inf: 1 "
+                                     "decr_ratio: 0.5 incr_every_n_steps: 2 incr_ratio: 2 }"))
+    torch.manual_seed(0)
+    model = parallel.parallelize(Stack(), plan={})
+    opt = parallel.HybridParallelOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
+    weight = model.blocks[0].up.weight
+    log = []
+    for step in range(4):
+        ids, labels = _global_batch(step, ROWS * hcg.data_size)
+        mine = slice(hcg.data_rank * ROWS, (hcg.data_rank + 1) * ROWS)
+        with parallel.autocast():
+            loss = model(ids[mine], labels[mine])
+        opt.scale(loss).backward()
+        if step == 0 and dist.get_rank() == dist.get_world_size() - 1:
+            local(weight.grad)[0, 0] = float("inf")  # one shard, on one rank only
+        before = local(weight).detach().clone()
+        opt.step()
+        opt.zero_grad()
+        log.append((opt.loss_scale, opt.skipped_last_step, not torch.equal(before, local(weight))))
+    return log
+
+
+def example_strategy_trains(path: str, steps: int) -> dict:
+    """examples/train_gpt.py's loop under a sharded example strategy, replicas checked, and what it ran with."""
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    gpt = importlib.import_module("train_gpt")
+    hcg = init(strategy.load(path))
+    summary = gpt.train(gpt.Config(steps=steps, batch_size=8, seq_len=32), hcg, check_replicas=2)
+    model, _ = gpt.build(gpt.Config(steps=steps, batch_size=8, seq_len=32), hcg)
+    dtypes = sorted({str(local(p).dtype) for p in model.parameters()})
+    return {"losses": summary["losses"], "stage": hcg.resolved.sharding.stage, "amp": hcg.resolved.amp.dtype,
+            "param_dtypes": dtypes, "units": _units(model)}
+
+
+def finetune_example_trains(path: str, steps: int) -> dict:
+    """examples/finetune_hf.py's model and loop under a sharded example strategy (parallelize shards it)."""
+    import argparse
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    finetune = importlib.import_module("finetune_hf")
+    hcg = init(strategy.load(path))
+    model, encode = finetune.build_model(None, 32)
+    parallel.parallelize(model)
+    parallel.cast_for_amp(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    args = argparse.Namespace(steps=steps, batch_size=4, seq_len=32)
+    summary = finetune.train(model, opt, encode(finetune.corpus_text()), args, hcg, progress=False)
+    return {"losses": summary["losses"], "units": _units(model), "data": (hcg.data_rank, hcg.data_size)}
