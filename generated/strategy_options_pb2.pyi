@@ -45,5 +45,7 @@ GROUP_FIELD_NUMBER: _ClassVar[int]
 group: _descriptor.FieldDescriptor
 ALWAYS_ON_FIELD_NUMBER: _ClassVar[int]
 always_on: _descriptor.FieldDescriptor
+EXCLUDES_FIELD_NUMBER: _ClassVar[int]
+excludes: _descriptor.FieldDescriptor
 FIELDS_HINT_FIELD_NUMBER: _ClassVar[int]
 fields_hint: _descriptor.FieldDescriptor

@@ -96,6 +96,26 @@ def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> d
     return out
 
 
+def exclusive(hybrid: HybridConfig, positions: dict[str, Location], source: str | None) -> None:
+    """Degrees the file sets that cannot both be > 1 ((excludes) in the schema: sep and cp), an error located at both
+    fields; checked before anything else, whatever the policy does with either."""
+    p = plan()
+    degrees = {a.field: getattr(hybrid, a.field) for a in p.axes}
+    for field, other in _exclusions():
+        if degrees[field] > 1 and degrees[other] > 1:
+            paths = [f"{p.hybrid}.{name}" for name in (field, other)]
+            where = positions.get(paths[1])
+            raise StrategyError.at(
+                positions.get(paths[0]) or Location(source),
+                f"{paths[0]} ({degrees[field]}) and {paths[1]} ({degrees[other]}{f', at {where.prefix()}' if where else ''}) cannot "
+                f"both be above 1 (Paddle refuses the pair too); keep one of them at 1", field=paths[0])
+
+
+@functools.cache
+def _exclusions() -> tuple[tuple[str, str], ...]:
+    return tuple((f.name, schema.option(f, "excludes")) for f in HybridConfig.DESCRIPTOR.fields if schema.option(f, "excludes"))
+
+
 def order(hybrid: HybridConfig, degrees: dict[str, int], positions: dict[str, Location], source: str | None) -> tuple[str, ...]:
     """All axis names, outermost first: the file's order completed with the left-out axes in their default places.
 

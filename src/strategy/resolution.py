@@ -146,6 +146,7 @@ def resolve_with_reasons(
     if loaded.checked not in ("strict", policy):
         rules.check(s, loaded.positions, policy=policy, source=loaded.source or "<resolve>", requires=requires)
     _warn_legacy_env()
+    layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
     review = support.review(s, positions=loaded.positions, source=loaded.source)
     reasons: dict[str, str] = {}
     mode = unsupported or policy
