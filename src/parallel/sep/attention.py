@@ -1,0 +1,72 @@
+"""Ulysses attention over the sep group: all-to-all sequence chunks for head groups, attend, all-to-all back.
+
+Each sep rank holds a contiguous chunk of the sequence for every head. The all-to-all gives each rank the whole
+sequence for heads / sep of them; attention over a full sequence needs nothing else, and a second all-to-all
+returns each rank its chunk for every head. Both are torch's autograd all-to-all: the backward is the reverse
+exchange. Key/value heads fewer than sep_degree are repeated so every rank gets whole groups.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed.nn.functional import all_to_all_single
+
+from ..topology.groups import HybridGroup, current
+
+__all__ = ["heads_to_sequence", "sep_attention", "sequence_to_heads"]
+
+
+def sequence_to_heads(x: torch.Tensor, group: dist.ProcessGroup, parts: int) -> torch.Tensor:
+    """[b, heads, chunk, d] on each rank -> [b, heads / parts, chunk · parts, d]: rank j's head group, whole sequence."""
+    b, h, s, d = x.shape
+    # Rank j receives head group j: lay the groups out along dim 0, which all_to_all_single splits evenly.
+    send = x.reshape(b, parts, h // parts, s, d).transpose(0, 1).contiguous()
+    recv = all_to_all_single(torch.empty_like(send), send, group=group)  # recv[i]: rank i's chunk of my heads
+    return recv.permute(1, 2, 0, 3, 4).reshape(b, h // parts, parts * s, d)
+
+
+def heads_to_sequence(y: torch.Tensor, group: dist.ProcessGroup, parts: int) -> torch.Tensor:
+    """The inverse: [b, heads / parts, sequence, d] -> [b, heads, sequence / parts, d]."""
+    b, h, s, d = y.shape
+    send = y.reshape(b, h, parts, s // parts, d).permute(2, 0, 1, 3, 4).contiguous()  # send[j]: rank j's chunk
+    recv = all_to_all_single(torch.empty_like(send), send, group=group)  # recv[i]: head group i of my chunk
+    return recv.transpose(0, 1).reshape(b, parts * h, s // parts, d)
+
+
+def sep_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True,
+                  scale: float | None = None, hcg: HybridGroup | None = None) -> torch.Tensor:
+    """`F.scaled_dot_product_attention` over the whole sequence, for this rank's chunk of it.
+
+    Args:
+        q, k, v: `[batch, heads, chunk, head_dim]`, this sep rank's contiguous chunk of the sequence; k and v may
+            have fewer heads (grouped-query attention), a divisor of q's.
+        is_causal, scale: as SDPA's, over global positions (chunks are in rank order).
+
+    Returns:
+        `[batch, heads, chunk, head_dim]`, this rank's chunk of the attention output. At sep_degree 1, plain SDPA.
+
+    Example::
+
+        y = parallel.sep_attention(q, k, v)        # q, k, v: this rank's quarter of the sequence at sep 4
+    """
+    hcg = hcg or current()
+    parts = hcg.sep_size
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if heads % kv_heads:
+        raise ValueError(f"key/value heads ({kv_heads}) must divide the query heads ({heads})")
+    if parts == 1:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
+                                              enable_gqa=kv_heads != heads)
+    if heads % parts:
+        raise ValueError(f"{heads} query heads are not divisible by sep_degree {parts}: each sep rank attends over "
+                         "heads / sep_degree of them")
+    if kv_heads % parts:
+        # Too few (or unevenly many) key/value heads to split: repeat each so the groups split whole.
+        repeat = (parts // kv_heads) if parts % kv_heads == 0 else heads // kv_heads
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+    group = hcg.sep_group
+    q, k, v = (sequence_to_heads(t, group, parts) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
+    return heads_to_sequence(out, group, parts)

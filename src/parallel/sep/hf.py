@@ -1,0 +1,56 @@
+"""Hugging Face models under sep: their attention switched to Ulysses through transformers' AttentionInterface.
+
+No model code is copied: the model's own attention modules project, rotate and reshape as always; only the kernel
+between them (SDPA over this rank's chunk) becomes `sep_attention` over the whole sequence. Heads are split by mp
+first (tensor parallelism) and then by sep, so the model's heads must divide by mp × sep.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from strategy import StrategyError
+
+from ..topology.groups import HybridGroup
+from .attention import sep_attention
+
+__all__ = ["ATTENTION", "check_heads", "install"]
+
+ATTENTION = "parallel_sep"  # the name under which transformers finds it
+FIELD = "hybrid_configs.sep_degree"
+
+
+def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
+    """Before anything changes: the heads split over mp × sep; the model is a Hugging Face one."""
+    config = getattr(model, "config", None)
+    heads = getattr(config, "num_attention_heads", None)
+    if config is None or heads is None:
+        raise StrategyError(f"{FIELD} > 1 switches a Hugging Face model's attention to Ulysses; {type(model).__name__} "
+                            "is not one: call parallel.sep_attention in your attention instead", field=FIELD)
+    if heads % (hcg.mp_size * hcg.sep_size):
+        raise StrategyError(
+            f"{type(model).__name__} has {heads} attention heads, which mp_degree × sep_degree = {hcg.mp_size} × "
+            f"{hcg.sep_size} = {hcg.mp_size * hcg.sep_size} does not divide: each sep rank attends over heads / "
+            "(mp × sep) of them; change the degrees", field=FIELD)
+
+
+def install(model: nn.Module, hcg: HybridGroup) -> None:
+    """Register the Ulysses kernel with transformers and make the model use it."""
+    from transformers import AttentionInterface
+
+    def attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                  attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
+                  is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+        # A causal decoder's mask is the causal triangle over global positions, which sep_attention applies itself.
+        out = sep_attention(query, key, value, is_causal=True if is_causal is None else is_causal, scale=scaling, hcg=hcg)
+        return out.transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register(ATTENTION, attention)
+    model.config._attn_implementation = ATTENTION
+    for sub in model.modules():  # sub-configs a model may carry (text_config, ...) follow
+        config = getattr(sub, "config", None)
+        if config is not None and hasattr(config, "_attn_implementation"):
+            config._attn_implementation = ATTENTION

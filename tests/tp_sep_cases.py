@@ -1,0 +1,168 @@
+"""Rank-side cases of sep (Ulysses) sequence parallelism: a Hugging Face Llama with grouped-query attention and a
+plain model calling parallel.sep_attention, against one process on the same rows."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+import parallel
+import strategy
+from rank_helpers import close, init
+
+VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
+
+
+def llama():
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
+                                      tie_word_embeddings=False, attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)
+
+
+def sep_text(sep: int, *, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int = 3) -> str:
+    text = f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} sep_degree: {sep} sharding_degree: {sharding}"
+    return text + (f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }")
+
+
+def _rows(step: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows and labels whose prompt (-100) ends at a different place in each row: uneven across chunks."""
+    g = torch.Generator().manual_seed(700 + step)
+    ids = torch.randint(0, VOCAB, (count, SEQ), generator=g)
+    labels = ids.clone()
+    for r in range(count):
+        labels[r, : 3 + 2 * r + step] = -100
+    return ids, labels
+
+
+def llama_parity(text: str, steps: int = 3, clip: float | None = 1.0) -> dict:
+    """Each rank's share of `model(**split_sequence(batch)).loss`: the shares of a sep group sum to the one-process
+    loss, and after `steps` AdamW steps the parameters are the one-process ones."""
+    hcg = init(strategy.loads(text))
+    reference = llama()
+    model = parallel.parallelize(copy.deepcopy(reference))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), max_grad_norm=clip)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    totals, ref_losses, norms, ref_norms = [], [], [], []
+    for step in range(steps):
+        ids, labels = _rows(step, ROWS * hcg.data_size)
+        mine = slice(hcg.data_rank * ROWS, (hcg.data_rank + 1) * ROWS)
+        piece = parallel.split_sequence({"input_ids": ids[mine], "labels": labels[mine]})
+        share = model(**piece).loss
+        share.backward()
+        opt.step()
+        opt.zero_grad()
+        totals.append(_data_loss(share, hcg))
+        norms.append(float(opt.last_grad_norm) if clip else 0.0)
+        # One process, the whole batch: the mean over the data ranks of each data rank's mean token loss.
+        ref = sum(reference(input_ids=ids[r * ROWS:(r + 1) * ROWS], labels=labels[r * ROWS:(r + 1) * ROWS]).loss
+                  for r in range(hcg.data_size)) / hcg.data_size
+        ref.backward()
+        ref_losses.append(float(ref))
+        ref_norms.append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)) if clip else 0.0)
+        ref_opt.step()
+        ref_opt.zero_grad()
+    full = parallel.full_state_dict(model)
+    for name, value in reference.state_dict().items():
+        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    parallel.check_replicas(model, grads=False)
+    return {"losses": totals, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
+            "attention": model.config._attn_implementation}
+
+
+def _data_loss(share: torch.Tensor, hcg) -> float:
+    """The sep group's shares summed (the data rank's loss), then the mean over the data ranks."""
+    t = share.detach().clone()
+    dist.all_reduce(t, group=hcg.sep_group)
+    for axis in ("dp", "sharding"):
+        if getattr(hcg, f"{axis}_size") > 1:
+            dist.all_reduce(t, group=hcg.group(axis))
+            t /= getattr(hcg, f"{axis}_size")
+    return float(t)
+
+
+class Plain(nn.Module):
+    """A model of one's own: one attention layer calling parallel.sep_attention, grouped-query (4 heads, 1 kv)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, 32)
+        self.q = nn.Linear(32, 32)
+        self.kv = nn.Linear(32, 16)
+        self.out = nn.Linear(32, VOCAB)
+
+    def forward(self, ids: torch.Tensor, attend) -> torch.Tensor:
+        h = self.embed(ids)
+        b, s, _ = h.shape
+        q = self.q(h).view(b, s, 4, 8).transpose(1, 2)
+        k, v = self.kv(h).view(b, s, 2, 1, 8).unbind(2)
+        y = attend(q, k.transpose(1, 2), v.transpose(1, 2))
+        return self.out(y.transpose(1, 2).reshape(b, s, 32))
+
+
+def plain_parity(text: str) -> dict:
+    """parallel.sep_attention on this rank's chunk equals SDPA over the whole rows: outputs and gradients."""
+    hcg = init(strategy.loads(text))
+    torch.manual_seed(0)
+    model = Plain()
+    reference = copy.deepcopy(model)
+    ids, _ = _rows(0, ROWS)
+    size = SEQ // hcg.sep_size
+    mine = slice(hcg.sep_rank * size, (hcg.sep_rank + 1) * size)
+    out = model(ids[:, mine], lambda q, k, v: parallel.sep_attention(q, k, v))
+    ref = reference(ids, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+    close(out, ref[:, mine], "output")
+    out.pow(2).sum().backward()
+    ref.pow(2).sum().backward()
+    for (name, p), r in zip(model.named_parameters(), reference.parameters()):
+        g = p.grad.clone()
+        dist.all_reduce(g, group=hcg.sep_group)  # each rank's gradient covers its tokens' outputs
+        close(g, r.grad, f"grad {name}")
+    return {"ok": True}
+
+
+def saved_activations(text: str) -> dict:
+    """Bytes autograd saves for backward in one Llama forward on this rank's rows."""
+    hcg = init(strategy.loads(text))
+    model = parallel.parallelize(llama())
+    ids, labels = _rows(0, ROWS)
+    ids, labels = ids.repeat(1, 4), labels.repeat(1, 4)  # longer rows: activations dominate
+    saved: list[int] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(**parallel.split_sequence({"input_ids": ids, "labels": labels})).loss
+    return {"saved": sum(saved), "sep": hcg.sep_size}
+
+
+def split_errors(text: str) -> dict:
+    """A length sep_degree does not divide, and heads mp × sep do not divide (the model unchanged)."""
+    import transformers
+
+    init(strategy.loads(text))
+    out = {}
+    try:
+        parallel.split_sequence({"input_ids": torch.zeros(1, 15, dtype=torch.long)})
+    except strategy.StrategyError as e:
+        out["length"] = str(e)
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=24, intermediate_size=32, num_hidden_layers=1,
+                                      num_attention_heads=3, num_key_value_heads=1, tie_word_embeddings=False)
+    model = transformers.LlamaForCausalLM(config)
+    before = [type(m).__name__ for m in model.modules()]
+    try:
+        parallel.parallelize(model, plan={})
+    except strategy.StrategyError as e:
+        out["heads"] = str(e)
+        out["unchanged"] = [type(m).__name__ for m in model.modules()] == before and \
+            model.config._attn_implementation != "parallel_sep"
+    return out
