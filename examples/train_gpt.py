@@ -18,6 +18,7 @@ import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -86,6 +87,7 @@ class Attention(nn.Module):
         if cfg.heads % hcg.mp_size:
             raise ValueError(f"heads={cfg.heads} is not divisible by mp_degree={hcg.mp_size}")
         self.local_heads, self.head_dim = cfg.heads // hcg.mp_size, cfg.d_model // cfg.heads
+        self.hcg = hcg
         # Batch-first [b, s, h]: under sequence parallelism the sequence is dim 1.
         self.qkv = parallel.ColumnParallelLinear(cfg.d_model, 3 * cfg.d_model, gather_output=False, sequence_dim=1)
         self.out = parallel.RowParallelLinear(cfg.d_model, cfg.d_model, input_is_parallel=True, sequence_dim=1)
@@ -94,7 +96,9 @@ class Attention(nn.Module):
         qkv = self.qkv(x)  # the whole sequence, even when x holds this rank's block of it
         b, t, _ = qkv.shape
         q, k, v = qkv.view(b, t, self.local_heads, 3, self.head_dim).unbind(dim=3)
-        y = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True)
+        # At sep_degree > 1, x is this rank's chunk of the sequence: Ulysses attends over the whole of it (plain SDPA
+        # at sep 1).
+        y = parallel.sep_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, hcg=self.hcg)
         return self.out(y.transpose(1, 2).reshape(b, t, self.local_heads * self.head_dim))
 
 
@@ -124,26 +128,43 @@ class GPT(nn.Module):
         self.head = parallel.ColumnParallelLinear(cfg.d_model, cfg.vocab, bias=False, gather_output=False, sequence_dim=1)
         self.loss = parallel.ParallelCrossEntropy()
 
-    def forward(self, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        # Under sequence parallelism the token embedding comes out as this rank's block of the sequence
-        # (a reduce-scatter); the positions join it there. Otherwise both are whole and this is a no-op.
-        positions = parallel.scatter_to_sequence(self.positions(torch.arange(ids.shape[1])), sequence_dim=0, hcg=self.hcg)
-        x = self.tokens(ids) + positions
+    def forward(self, x: torch.Tensor, targets: torch.Tensor | None = None) -> torch.Tensor:
+        """Token ids to the loss (or the logits without targets). A pipeline stage holds only some modules
+        (torchtitan's convention): without the embeddings `x` is the previous stage's hidden state, blocks of other
+        stages are None, and without the head the hidden state is the output."""
+        if self.tokens is not None:
+            # Under sequence parallelism the token embedding comes out as this rank's block of the sequence
+            # (a reduce-scatter); the positions join it there. Otherwise both are whole and this is a no-op.
+            first = self.hcg.sep_rank * x.shape[1]  # under sep, x is this rank's chunk: its global positions
+            positions = parallel.scatter_to_sequence(self.positions(torch.arange(first, first + x.shape[1])), sequence_dim=0,
+                                                     hcg=self.hcg)
+            x = self.tokens(x) + positions
         for block in self.blocks:
-            x = block(x)
-        return self.loss(self.head(self.ln_f(x)), targets)
+            if block is not None:
+                x = block(x)
+        if self.head is None:
+            return x
+        logits = self.head(self.ln_f(x))
+        return logits if targets is None else self.loss(logits, targets)
 
 
 # -- training ------------------------------------------------------------------------------------------
-def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[GPT, parallel.HybridParallelOptimizer]:
+def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[Any, parallel.HybridParallelOptimizer]:
+    """The demo GPT (this rank's pipeline stages of it when pp_degree > 1) and its optimizer."""
     torch.manual_seed(cfg.seed)
-    model = GPT(cfg, hcg)
-    parallel.apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints (e.g. "blocks.*") when recompute is on
-    parallel.apply_sharding(model, hcg=hcg)  # sharding_degree > 1: FSDP2 units over the blocks (ZeRO stage 1-3)
-    parallel.cast_for_amp(model, hcg=hcg)  # bf16/fp16 weights under use_pure_* (FSDP2's shards stay fp32 masters)
+    model: Any = GPT(cfg, hcg)
+    if hcg.pp_size > 1:  # recompute, this rank's pipeline stages, sharding: parallelize's order (no TP plan: built in)
+        model = parallel.parallelize(model, plan={}, hcg=hcg, loss_fn=model.loss)
+    else:
+        parallel.apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints (e.g. "blocks.*") when recompute is on
+        parallel.apply_sharding(model, hcg=hcg)  # sharding_degree > 1: FSDP2 units over the blocks (ZeRO stage 1-3)
+    parallel.cast_for_amp(model.module if hcg.pp_size > 1 else model, hcg=hcg)  # bf16/fp16 weights under use_pure_*
     if hcg.resolved.mp.fused_linear_param_grad_add:
-        parallel.add_main_grad(model)  # the fused flag accumulates weight gradients here, in fp32
-    return model, parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0))
+        parallel.add_main_grad(model.module if hcg.pp_size > 1 else model)  # the fused flag accumulates here, in fp32
+    # A pipeline's train_batch steps the optimizer itself: it clips there (max_grad_norm), as Paddle's optimizers do.
+    clip = cfg.clip if hcg.pp_size > 1 and cfg.clip else None
+    adamw = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    return model, parallel.HybridParallelOptimizer(adamw, max_grad_norm=clip)
 
 
 def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None,
@@ -165,16 +186,24 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     profiler = _profiler(trace_dir) if trace_dir else None
     start = time.perf_counter()
     for step in range(first, cfg.steps):
-        ids, targets = batch(data, step, cfg, hcg)
-        with parallel.autocast(hcg=hcg):  # the strategy's amp: fp16 or bf16 autocast, or nothing
-            loss = model(ids, targets)
-        opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
-        if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merged gradient
-            norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
-        if check_replicas and (step + 1) % check_replicas == 0:
-            parallel.check_replicas(model)
-        opt.step()
-        opt.zero_grad()
+        ids, targets = sep_chunk(*batch(data, step, cfg, hcg), hcg)
+        if hcg.pp_size > 1:  # the schedule's micro-batches, one optimizer step (clipped), this data rank's mean loss
+            with parallel.autocast(hcg=hcg):
+                loss = torch.tensor(model.train_batch((ids, targets), opt))
+            if opt.last_grad_norm is not None:
+                norms.append(float(opt.last_grad_norm))
+            if check_replicas and (step + 1) % check_replicas == 0:
+                parallel.check_replicas(model)
+        else:
+            with parallel.autocast(hcg=hcg):  # the strategy's amp: fp16 or bf16 autocast, or nothing
+                loss = model(ids, targets) / hcg.sep_size  # under sep: this rank's share of the rows' mean
+            opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
+            if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merged gradient
+                norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
+            if check_replicas and (step + 1) % check_replicas == 0:
+                parallel.check_replicas(model)
+            opt.step()
+            opt.zero_grad()
         losses.append(global_mean(loss, hcg))
         if profiler:
             profiler.step()
@@ -256,9 +285,21 @@ def start(args: argparse.Namespace) -> tuple[strategy.DistributedStrategy, paral
     return s, hcg
 
 
+def sep_chunk(ids: torch.Tensor, targets: torch.Tensor, hcg: parallel.HybridGroup) -> tuple[torch.Tensor, torch.Tensor]:
+    """This sep rank's contiguous chunk of every row (targets were shifted before: none is lost at a cut)."""
+    if hcg.sep_size == 1:
+        return ids, targets
+    size = ids.shape[1] // hcg.sep_size
+    mine = slice(hcg.sep_rank * size, (hcg.sep_rank + 1) * size)
+    return ids[:, mine], targets[:, mine]
+
+
 def global_mean(loss: torch.Tensor, hcg: parallel.HybridGroup) -> float:
-    """The loss of the global batch: the mean over the data ranks, dp × sharding (the same on every rank)."""
+    """The loss of the global batch: the sum of the sep shares, then the mean over the data ranks, dp × sharding
+    (the same on every rank)."""
     mean = loss.detach().float().clone()
+    if hcg.sep_size > 1:
+        dist.all_reduce(mean, group=hcg.sep_group)
     for group, size in ((hcg.dp_group, hcg.dp_size), (hcg.sharding_group, hcg.sharding_size)):
         if size > 1:
             dist.all_reduce(mean, group=group)

@@ -9,7 +9,7 @@ import parallel
 
 ROOT = Path(parallel.__file__).parent
 # Lowest first: a subpackage may import from those before it, never from those after.
-LAYERS = ("topology", "tensor", "sharding", "training", "checkpoint", "compose")
+LAYERS = ("topology", "tensor", "sharding", "pipeline", "sep", "training", "checkpoint", "compose")
 LEAVES = ("blocks", "introspect")  # plain modules with no import of the package
 
 

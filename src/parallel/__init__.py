@@ -7,6 +7,8 @@ Layout (each subpackage imports only those above it):
     topology/    groups, mesh, agreement across ranks, guarded collectives
     tensor/      mp collectives, parallel layers, sequence parallelism
     sharding/    ZeRO stages 1-3 on FSDP2 over the sharding axis
+    pipeline/    pipeline stages and schedules on torch.distributed.pipelining over the pp axis
+    sep/         sequence split over the sep axis, Ulysses all-to-all attention
     training/    optimizer wrapper, amp, clipping, gradient merge, recompute, replica checks
     checkpoint/  DCP save / load / reshard, the `strategy checkpoint` command
     compose/     `parallelize`: a user's model, parallelised in one fixed order
@@ -14,6 +16,8 @@ Layout (each subpackage imports only those above it):
 
 from .checkpoint import Checkpoint, full_state_dict, load, save
 from .compose import parallelize
+from .pipeline import PipelineModel
+from .sep import sep_attention, split_sequence
 from .sharding import apply_sharding
 from .tensor import (
     ColumnParallelLinear,
@@ -38,6 +42,7 @@ __all__ = [
     "HybridGroup",
     "HybridParallelOptimizer",
     "ParallelCrossEntropy",
+    "PipelineModel",
     "ReplicaMismatchError",
     "RowParallelLinear",
     "VocabParallelEmbedding",
@@ -61,4 +66,6 @@ __all__ = [
     "reduce_sequence_parallel_grads",
     "save",
     "scatter_to_sequence",
+    "sep_attention",
+    "split_sequence",
 ]

@@ -26,7 +26,8 @@ def block_names(model: nn.Module) -> list[str]:
     if found is None:
         return []
     prefix, modules = found
-    return [f"{prefix}.{k}" if prefix else str(k) for k in range(len(modules))]
+    # A pipeline stage keeps other stages' slots as None: only the blocks it holds are blocks here.
+    return [f"{prefix}.{k}" if prefix else str(k) for k, m in enumerate(modules._modules.values()) if m is not None]
 
 
 def largest_module_list(model: nn.Module) -> tuple[str, nn.ModuleList] | None:

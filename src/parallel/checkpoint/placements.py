@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
 from torch.distributed.tensor.placement_types import _StridedShard
 
@@ -23,7 +24,8 @@ __all__ = ["as_global"]
 def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> DTensor:
     """`t` (laid out like `param`: the parameter itself, its optimizer state or master copy) as a DTensor over the
     whole mesh, sharing this rank's storage."""
-    dims = tuple(hcg.mesh.mesh_dim_names or ())
+    mesh = state_mesh(hcg)
+    dims = tuple(mesh.mesh_dim_names or ())
     mp_dim = getattr(param, SHARD_DIM, None) if param is not None else None
     placements: list[Placement] = [Replicate()] * len(dims)
     shape = list(t.shape)
@@ -36,7 +38,21 @@ def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> 
         shape[mp_dim] *= hcg.mp_size
         _nest(placements, dims, mp_dim, hcg)
     stride = torch.empty(shape, device="meta").stride()
-    return DTensor.from_local(t, hcg.mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride)
+    return DTensor.from_local(t, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride)
+
+
+def state_mesh(hcg: HybridGroup) -> DeviceMesh:
+    """The mesh a tensor of this rank's lives on: the whole mesh, less the pp dim when the model is pipelined (a
+    stage's parameters exist on its own ranks only; the other stages hold other keys)."""
+    if hcg.pp_size == 1:
+        return hcg.mesh
+    key = id(hcg.mesh)
+    if key not in _STATE_MESHES:
+        _STATE_MESHES[key] = hcg.mesh[tuple(d for d in hcg.mesh.mesh_dim_names or () if d != "pp")]
+    return _STATE_MESHES[key]
+
+
+_STATE_MESHES: dict[int, DeviceMesh] = {}
 
 
 def _nest(placements: list[Any], dims: tuple[str, ...], mp_dim: int, hcg: HybridGroup) -> None:

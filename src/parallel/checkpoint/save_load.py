@@ -28,6 +28,7 @@ import strategy
 from ..tensor.shards import SHARD_DIM
 from .placements import as_global
 from ..topology.groups import AXES, HybridGroup, current
+from ..topology.guard import guard
 
 __all__ = ["MARKER", "Checkpoint", "full_state_dict", "load", "save"]
 
@@ -285,7 +286,9 @@ def _flat(state: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def _check_fits(source: Path, state: dict[str, Any], saved: dict[str, Any], *, with_optimizer: bool) -> None:
-    """Every key the model needs is saved with the same global shape, and nothing else is there: else no load."""
+    """Every key the model needs is saved with the same global shape, and nothing else is there: else no load.
+
+    Every rank checks its own keys (pipeline stages hold different ones) and all raise the same error together."""
     wanted = _flat(state)
     problems = []
     for key, value in wanted.items():
@@ -296,9 +299,13 @@ def _check_fits(source: Path, state: dict[str, Any], saved: dict[str, Any], *, w
         held = getattr(saved[key], "size", None)
         if shape is not None and held is not None and tuple(held) != shape:
             problems.append(f"{key}: the checkpoint holds global shape {list(held)}, the model needs {list(shape)}")
+    everyone: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, (sorted(wanted), problems))
+    held = {key for keys, _ in everyone for key in keys}
+    problems = list(dict.fromkeys(p for _, theirs in everyone for p in theirs))
     kinds = ("model.", "optimizer.") if with_optimizer else ("model.",)
     for key in saved:
-        if key.startswith(kinds) and key not in wanted:
+        if key.startswith(kinds) and key not in held:
             problems.append(f"{key}: in the checkpoint but not in the model")
     if problems:
         raise ValueError(f"{source}: the checkpoint does not fit the model; nothing was loaded:\n  " + "\n  ".join(problems))
@@ -375,9 +382,14 @@ def full_state_dict(model: nn.Module, *, rank0_only: bool = False, hcg: HybridGr
     single-process model) — gathered on every rank, or only on rank 0 (`rank0_only`, others get {}).
     Every rank must call it. Ready for torch.save, safetensors or save_pretrained."""
     hcg = hcg or current()
-    out = {}
-    for name, t in _model_state(model, hcg).items():
-        full = t.full_tensor()  # all-gathers the shards over "mp"; replicated tensors cost nothing
-        if not rank0_only or hcg.rank == 0:
-            out[name] = full.detach().clone()
+    out = {name: t.full_tensor().detach().clone()  # all-gathers the shards over "mp" and "sharding"
+           for name, t in _model_state(model, hcg).items()}
+    if hcg.pp_size > 1:  # each pipeline stage holds its own parameters: gather every stage's
+        device = next(iter(out.values())).device if out else torch.device("cpu")
+        stages: list[Any] = [None] * hcg.pp_size
+        with guard("full_state_dict over the pp group", hcg.pp_group):
+            dist.all_gather_object(stages, {k: v.cpu() for k, v in out.items()}, group=hcg.pp_group)
+        out = {k: v.to(device) for stage in stages for k, v in stage.items()}
+    if rank0_only and hcg.rank != 0:
+        return {}
     return out

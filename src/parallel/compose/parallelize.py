@@ -14,6 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..pipeline.runner import LossFn, PipelineModel, check_cut, split_model
+from ..sep.hf import check_heads
+from ..sep.hf import install as install_sep_attention
 from ..sharding.fsdp import apply_sharding, sharding_units
 from ..tensor.column import ColumnParallelLinear
 from ..tensor.data import broadcast_data
@@ -33,7 +36,7 @@ APPLIED = "_parallel_plan"  # on the model: {module name: style}, what paralleli
 
 
 def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg: HybridGroup | None = None,
-                sequence_dim: int = 1) -> nn.Module:
+                sequence_dim: int = 1, loss_fn: LossFn | None = None) -> Any:
     """Replace, in place, the modules `plan` names by parallel layers carrying their weights; returns `model`.
 
     Args:
@@ -45,15 +48,23 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         hcg: the hybrid group; None means `parallel.current()`.
         sequence_dim: the sequence dimension of the model's activations under sequence parallelism (1 for
             batch-first models such as Hugging Face's).
+        loss_fn: with pp_degree > 1, `loss_fn(output, labels)` of the last stage; default: a Hugging Face causal
+            LM's own next-token loss.
+
+    Returns:
+        `model`, or with pp_degree > 1 a `PipelineModel`: this rank's stages of it (their parameters under the
+        whole model's names), trained by `train_batch((inputs, labels), optimizer)`.
 
     Raises:
         StrategyError: an unknown style, a rule that matches nothing, a style on the wrong module type, a
             dimension (or a head count) not divisible by mp_degree, tied weights, or sharding on a model with no
             blocks; every problem is named (pattern, module, shape, degree) before anything is changed.
 
-    The techniques apply in one fixed order: tensor (and sequence) parallelism, recompute, then ZeRO sharding
-    (sharding_degree > 1: FSDP2 units over the blocks, see `apply_sharding`). `plan={}` applies no tensor
-    parallelism, the rest still.
+    The techniques apply in one fixed order: tensor (and sequence) parallelism, recompute, the pipeline cut
+    (pp_degree > 1: the blocks of the largest ModuleList in pp_degree × virtual_pp_degree contiguous chunks, the
+    embedding with the first, the final norm and head with the last), then ZeRO sharding (sharding_degree > 1:
+    FSDP2 units over each chunk's blocks, see `apply_sharding`). `plan={}` applies no tensor parallelism, the rest
+    still.
 
     With `need_broadcast_data` on (the default), the model's forward first broadcasts its tensor inputs from
     the mp group's first rank. Parameters left replicated (norms, replicate) are the ones HybridParallelOptimizer's
@@ -74,6 +85,10 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         hf_sequence = plan_sequence_parallel(model, matches)
     recompute_targets(model, hcg)  # its errors too come before any change (replacing keeps module names)
     sharding_units(model, hcg)
+    if hcg.pp_size > 1:
+        check_cut(model, hcg)
+    if hcg.sep_size > 1:
+        check_heads(model, hcg)
     modules = dict(model.named_modules())
     applied: dict[str, str] = {}
     for m in matches:
@@ -89,12 +104,19 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         setattr(modules[parent_name], child, replacement)
     if hf_sequence is not None:
         install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
+    if hcg.sep_size > 1:  # after tensor parallelism: mp and sep split the heads together
+        install_sep_attention(model, hcg)
     setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
     if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1:
         model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
-    apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them
-    return model
+    if hcg.pp_size == 1:
+        apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them
+        return model
+    _, chunks, stages = split_model(model, hcg)
+    for chunk in chunks:
+        apply_sharding(chunk, hcg=hcg)  # each stage's chunk: its blocks, plus the chunk as the root
+    return PipelineModel(model, chunks, stages, hcg, loss_fn)
 
 
 def _replacement(m: Match, hcg: HybridGroup, sequence_dim: int) -> nn.Module:

@@ -3,7 +3,7 @@
 Each rank holds only its shard of a split weight, so a per-rank `clip_grad_norm_` sees a different, too
 small norm and ranks drift apart. Here a sharded parameter's norm sums its shards over the mp group, a
 replicated one counts once, and dp replicas (whose gradients are already averaged) are not counted twice; a
-gradient FSDP2 shards over the sharding group sums its shards there too:
+gradient FSDP2 shards over the sharding group sums its shards there too, and pipeline stages combine theirs:
 the result is what `torch.nn.utils.clip_grad_norm_` returns on the unparallelised model, on every rank.
 """
 
@@ -44,9 +44,13 @@ def global_grad_norm(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg: Hy
                     dist.all_reduce(values, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=group)
         parts.append(values if inf else values.pow(1.0 / norm_type))
     per_param = torch.cat(parts) if parts else torch.zeros(0, device=device)
-    if not per_param.numel():
-        return torch.zeros((), device=device)
-    return torch.linalg.vector_norm(per_param, norm_type)  # as torch.nn.utils.clip_grad_norm_ combines them
+    total = torch.linalg.vector_norm(per_param, norm_type) if per_param.numel() else torch.zeros((), device=device)
+    if hcg.pp_size > 1:  # every pipeline stage holds other parameters: combine the stages' norms
+        total = total.float() if inf else total.float().pow(norm_type)
+        with guard(f"gradient norm ({'max' if inf else 'sum'} over the pp group)", hcg.pp_group):
+            dist.all_reduce(total, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=hcg.pp_group)
+        total = total if inf else total.pow(1.0 / norm_type)
+    return total  # as torch.nn.utils.clip_grad_norm_ combines them
 
 
 def _per_param(grads: list[torch.Tensor], norm_type: float, device: torch.device) -> torch.Tensor:

@@ -32,9 +32,13 @@ _LOW_PRECISION = (torch.bfloat16, torch.float16)
 class HybridParallelOptimizer:
     """Wrap `optimizer` (built on the model's parameters) for the current hybrid group.
 
+    `max_grad_norm` clips by the global norm inside step() (after unscaling, on merged gradients, as Paddle's
+    optimizers carry their grad_clip; the norm is then `last_grad_norm`), so a pipeline's train_batch clips too.
+
     step() (clip_grad_norm_ does 1-2 early, to clip the final gradient):
       1. sum the gradients of sequence-parallel parameters over the mp group (mark_sequence_parallel), then
-         average every gradient (main_grad where present) over the dp group, one all-reduce per dtype;
+         average every gradient (main_grad where present) over the dp group, one all-reduce per dtype, and sum
+         it over the sep group (each sep rank's loss is a share of the same rows);
       2. sync_grad: replicated parameters' gradients agree across the mp group (sync_mode);
       3. hand main_grad to the optimizer; bf16/fp16 parameters step through fp32 master copies;
       4. sync_param / sync_moment: replicated parameters and their same-shaped optimizer state agree.
@@ -49,10 +53,15 @@ class HybridParallelOptimizer:
         loss.backward(); opt.step(); opt.zero_grad()
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, *, hcg: HybridGroup | None = None) -> None:
+    def __init__(self, optimizer: torch.optim.Optimizer, *, hcg: HybridGroup | None = None,
+                 max_grad_norm: float | None = None) -> None:
         hcg = hcg or current()
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ValueError(f"max_grad_norm must be positive (or None: no clipping), got {max_grad_norm!r}")
         self.optimizer = optimizer
         self.hcg = hcg
+        self.max_grad_norm = max_grad_norm
+        self.last_grad_norm: torch.Tensor | None = None  # the norm step() clipped by, before clipping
         self.settings = hcg.resolved.mp
         self._model_params: list[nn.Parameter] = [p for g in optimizer.param_groups for p in g["params"]]
         self._reduced: list[tuple[nn.Parameter, torch.Tensor]] | None = None  # this step's reduced gradients
@@ -181,7 +190,7 @@ class HybridParallelOptimizer:
         grads = []
         for p in self._model_params:
             g = grad_of(p)
-            if g is None and p.requires_grad and self.hcg.dp_size > 1 and not is_data_sharded(p):
+            if g is None and p.requires_grad and (self.hcg.dp_size > 1 and not is_data_sharded(p) or self.hcg.sep_size > 1):
                 # Unused on this replica (a branch not taken): every rank must reduce the same buffers.
                 g = p.grad = torch.zeros_like(p)
             if g is not None:
@@ -190,6 +199,10 @@ class HybridParallelOptimizer:
         sum_sequence_parallel_grads(grads, self.hcg)
         if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already
             all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p)], self.hcg.dp_group, average=True)
+        if self.hcg.sep_size > 1:
+            # Each sep rank's loss is its share of the rows' tokens: the gradient is the sum of the shares (Paddle's
+            # "sep all reduce is not scaled").
+            all_reduce_coalesced([g for _, g in grads], self.hcg.sep_group, average=False)
         if self.settings.sync_grad:
             self._sync([g for p, g in grads if not is_sharded(p)])
         # Unscale (fp16 loss scaling) and average the merged micro-steps in one multiplication.
@@ -217,6 +230,8 @@ class HybridParallelOptimizer:
             self.scaler.update(self._found_inf)
             if self._found_inf:  # every rank saw it (one all-reduce over the world): every rank skips
                 return None
+        if self.max_grad_norm is not None:  # Paddle's grad_clip: the merged, unscaled gradient of the whole model
+            self.last_grad_norm = clip_by_global_norm(grads, self.hcg, self.max_grad_norm)
         for p, g in grads:
             target = self._master.get(p, p)
             if target is not p or g is not p.grad:

@@ -44,8 +44,9 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
             values += [(f"{n} (gradient)", g) for n, p in named
                        if not is_sharded(p) and not is_sequence_parallel(p) and (g := _grad(p)) is not None]
         checks.append(("mp", "mp group", values))
-    if hcg.dp_size > 1:
-        checks.append(("dp", "dp replicas", [(n, p.detach()) for n, p in named]))
+    for axis in ("dp", "sep"):  # sep ranks hold replicas too: they differ only in the tokens they see
+        if getattr(hcg, f"{axis}_size") > 1:
+            checks.append((axis, f"{axis} replicas", [(n, p.detach()) for n, p in named]))
     for axis, what, values in checks:
         if values:
             _compare(values, axis, what, atol, hcg)
@@ -57,7 +58,7 @@ def _grad(p: torch.Tensor) -> torch.Tensor | None:
 
 
 def _compare(values: list[tuple[str, torch.Tensor]], axis: str, what: str, atol: float, hcg: HybridGroup) -> None:
-    group = hcg.mp_group if axis == "mp" else hcg.dp_group
+    group = hcg.group(axis)
     values = [(name, local(t)) for name, t in values]  # FSDP2's shards: the same shard on every replica
     flat = torch.cat([t.reshape(-1).to(torch.float64) for _, t in values])
     # A NaN agrees with nothing: as +inf in the max and -inf in the min, every rank sees an infinite spread.
@@ -84,7 +85,7 @@ def _describe(name: str, t: torch.Tensor, axis: str, what: str, group: dist.Proc
     copies = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
     with guard(f"replica check over the {what}", group):
         dist.all_gather(copies, local, group=group)
-    ranks = list(hcg.mp_ranks if axis == "mp" else hcg.dp_ranks)
+    ranks = list(getattr(hcg, f"{axis}_ranks"))
     diffs = [float((c - copies[0]).abs().max()) for c in copies]
     differing = [r for r, d in zip(ranks, diffs) if d > 0 or d != d]
     return (f"{name} differs across the {what} {ranks}: ranks {differing} differ from rank {ranks[0]} by up to "

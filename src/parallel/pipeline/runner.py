@@ -1,0 +1,172 @@
+"""This rank's part of a pipelined model, and one training step over it on a torch.distributed.pipelining schedule.
+
+`PipelineModel` holds the stages this rank runs and behaves as the whole model for the rest of the package:
+`parameters()`, `named_parameters()` and `state_dict()` are those of this rank's modules, under the whole model's
+names (checkpoints and plans keep working). `train_batch` runs the strategy's schedule over `accumulate_steps`
+micro-batches, then one optimizer step, as Paddle's PipelineParallel.train_batch does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+from torch.distributed.pipelining import PipelineStage, schedules
+
+from strategy import StrategyError
+
+from ..tensor.data import broadcast_data
+from ..topology.groups import HybridGroup
+from ..topology.guard import guard
+from .chunks import chunk_for, is_hugging_face_decoder
+from .split import Cut, chunk_blocks, cut, prune, skeleton
+
+__all__ = ["LossFn", "PipelineModel", "check_cut", "next_token_loss", "pipeline_stages", "split_model"]
+
+LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
+
+
+def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """A Hugging Face causal LM's own loss: cross entropy of each position's logits against the next token
+    (-100 ignored), the mean over the micro-batch's targets."""
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
+
+
+def pipeline_stages(hcg: HybridGroup) -> tuple[int, ...]:
+    """The stage indices this rank runs, in its local order (loop: r, r + pp, ...; V: r and 2·pp − 1 − r)."""
+    p = hcg.resolved.pipeline
+    pp, r = hcg.pp_size, hcg.pp_rank
+    if p.placement == "v":
+        return (r, 2 * pp - 1 - r)
+    return tuple(r + k * pp for k in range(p.virtual_pp_degree))
+
+
+def check_cut(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[range]]:
+    """Where `model` is cut and each stage's blocks; StrategyError (nothing changed) when it cannot be."""
+    c = cut(model)
+    num_stages = hcg.pp_size * hcg.resolved.pipeline.virtual_pp_degree
+    return c, chunk_blocks(c.count, num_stages, f"{type(model).__name__}.{c.blocks}")
+
+
+def split_model(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[nn.Module], tuple[int, ...]]:
+    """Prune `model` to this rank's part, and make one chunk per local stage."""
+    c, ranges = check_cut(model, hcg)
+    num_stages = len(ranges)
+    mine = pipeline_stages(hcg)
+    prune(model, c, {i for s in mine for i in ranges[s]}, 0 in mine, num_stages - 1 in mine)
+    chunks = [chunk_for(skeleton(model, c, ranges[s], s == 0, s == num_stages - 1)) for s in mine]
+    return c, chunks, mine
+
+
+class PipelineModel:
+    """This rank's stages of a pipelined model; everything else is the pruned whole model's (see the module doc).
+
+    Example::
+
+        model = parallel.parallelize(LlamaForCausalLM(config))     # pp_degree: 2
+        opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters()), max_grad_norm=1.0)
+        loss = model.train_batch((input_ids, input_ids), opt)      # this data rank's mean micro-batch loss
+    """
+
+    def __init__(self, model: nn.Module, chunks: list[nn.Module], stages: tuple[int, ...], hcg: HybridGroup,
+                 loss_fn: LossFn | None) -> None:
+        if loss_fn is None:
+            if not is_hugging_face_decoder(model):
+                raise StrategyError(f"pipelining {type(model).__name__}: pass loss_fn(output, labels) to parallelize "
+                                    "(the default is a Hugging Face causal LM's next-token loss)",
+                                    field="hybrid_configs.pp_degree")
+            loss_fn = next_token_loss
+        self.module = model
+        self.chunks = chunks
+        self.stage_ids = stages
+        self.hcg = hcg
+        self.loss_fn = loss_fn
+        settings = hcg.resolved.pipeline
+        self.num_stages = hcg.pp_size * settings.virtual_pp_degree
+        self.accumulate_steps = settings.accumulate_steps
+        self.micro_batch_size = settings.micro_batch_size
+        self._schedule: Any = None
+        self._scale = 1.0
+
+    # -- the whole model's face -------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:  # parameters(), state_dict(), named_modules(), config, ...
+        return getattr(self.__dict__["module"], name)
+
+    @property
+    def first(self) -> bool:
+        return 0 in self.stage_ids
+
+    @property
+    def last(self) -> bool:
+        return self.num_stages - 1 in self.stage_ids
+
+    # -- steps ------------------------------------------------------------------------------------------
+    def train_batch(self, data: tuple[torch.Tensor, torch.Tensor], optimizer: Any) -> float:
+        """One step: the schedule over `accumulate_steps` micro-batches of `data` = (inputs, labels), then
+        `optimizer.step()` and `zero_grad()`. Inputs are read on the first stage and labels on the last (other ranks
+        may pass what they have). Returns this data rank's mean micro-batch loss, on every rank."""
+        self.module.train()
+        # fp16 loss scaling: each micro-batch's loss is scaled before its backward; step() unscales.
+        self._scale = float(getattr(optimizer, "loss_scale", None) or 1.0)
+        loss = self._run(data, train=True) / self._scale
+        self._scale = 1.0
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    @torch.no_grad()
+    def eval_batch(self, data: tuple[torch.Tensor, torch.Tensor]) -> float:
+        """The mean micro-batch loss of `data`, without a step (on every rank)."""
+        self.module.eval()
+        return self._run(data, train=False)
+
+    def _run(self, data: tuple[torch.Tensor, torch.Tensor], *, train: bool) -> float:
+        inputs, labels = data
+        rows = inputs.shape[0] if self.first else labels.shape[0]
+        expected = self.micro_batch_size * self.accumulate_steps
+        if rows != expected:
+            raise StrategyError(
+                f"the batch has {rows} rows, but a pipeline step takes pipeline_configs.micro_batch_size × "
+                f"accumulate_steps = {self.micro_batch_size} × {self.accumulate_steps} = {expected} per data rank; "
+                "give that many rows, or change the two fields", field="pipeline_configs.accumulate_steps")
+        if self.hcg.mp_size > 1 and self.hcg.resolved.mp.need_broadcast_data:  # the mp group runs one batch
+            if self.first:
+                (inputs,) = broadcast_data(inputs, hcg=self.hcg)
+            if self.last:
+                (labels,) = broadcast_data(labels, hcg=self.hcg)
+        schedule = self._schedule_or_build()
+        losses: list[torch.Tensor] = []
+        args = (inputs,) if self.first else ()
+        target = labels if self.last else None
+        run = schedule.step if train else schedule.eval
+        run(*args, target=target, losses=losses if self.last else None, return_outputs=False)
+        total = torch.stack([x.detach().float() for x in losses]).sum() if self.last else torch.zeros(())
+        # The last stage's rank has the loss; one broadcast over the pp group gives it to every stage.
+        owner = self._rank_of(self.num_stages - 1)
+        with guard("pipeline loss broadcast", self.hcg.pp_group):
+            dist.broadcast(total, group=self.hcg.pp_group, group_src=owner)
+        return float(total)
+
+    def _rank_of(self, stage: int) -> int:
+        if self.hcg.resolved.pipeline.placement == "v":
+            return stage if stage < self.hcg.pp_size else 2 * self.hcg.pp_size - 1 - stage
+        return stage % self.hcg.pp_size
+
+    def _schedule_or_build(self) -> Any:
+        if self._schedule is None:
+            device = torch.device("cuda", torch.cuda.current_device()) if self.hcg.mesh.device_type == "cuda" \
+                else torch.device("cpu")
+            stages = [PipelineStage(chunk, s, self.num_stages, device, group=self.hcg.pp_p2p_group)
+                      for chunk, s in zip(self.chunks, self.stage_ids)]
+            n, fn = self.accumulate_steps, self.loss_fn
+            cls = getattr(schedules, self.hcg.resolved.pipeline.schedule)
+            # Each micro-batch's loss is divided by their number, so the summed gradients are the mean's (also
+            # into main_grad, which the schedule's own scaling would miss).
+            stage_arg: Any = stages[0] if issubclass(cls, schedules.PipelineScheduleSingle) else stages
+            self._schedule = cls(stage_arg, n_microbatches=n, loss_fn=lambda out, y: fn(out, y) * (self._scale / n),
+                                 scale_grads=False)
+        return self._schedule

@@ -1,0 +1,82 @@
+"""Pipeline parallelism on torch.distributed.pipelining (gloo ranks): every schedule trains as one process."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import tp_pipeline_cases as cases
+
+
+def _assert_parity(result: dict) -> None:
+    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
+    assert result["norms"] == pytest.approx(result["ref_norms"], rel=1e-5)
+
+
+@pytest.mark.parametrize(("text", "schedule", "stages"), [
+    (cases.pp_text(2), "Schedule1F1B", [[0], [1]]),
+    (cases.pp_text(2, schedule="FThenB"), "ScheduleGPipe", [[0], [1]]),
+    (cases.pp_text(2, virtual=2), "ScheduleInterleaved1F1B", [[0, 2], [1, 3]]),
+    (cases.pp_text(2, dualpipev=True), "ScheduleDualPipeV", [[0, 3], [1, 2]]),
+], ids=["1F1B", "FThenB", "interleaved", "DualPipeV"])
+def test_llama_at_pp2_trains_as_one_process_on_every_schedule(pools, text, schedule, stages):
+    results = pools(2).run(cases.llama_parity, text, 3, 1.0, timeout=240)
+    _assert_parity(results[0])
+    assert [r["stages"] for r in results] == stages and results[0]["schedule"] == schedule
+    # Each rank holds its stages' parameters under the whole model's names.
+    assert "model.embed_tokens.weight" in results[stages.index([s for s in stages if 0 in s][0])]["names"]
+    assert not any(n.startswith("model.layers.0.") for n in results[1]["names"])
+
+
+def test_llama_at_pp4_1f1b_trains_as_one_process(pools):
+    results = pools(4).run(cases.llama_parity, cases.pp_text(4), 3, None, timeout=240)
+    _assert_parity(results[0])
+    assert [r["stages"] for r in results] == [[0], [1], [2], [3]]
+
+
+@pytest.mark.parametrize("text", [cases.pp_text(2, mp=2), cases.pp_text(2, dp=2), cases.pp_text(2, sharding=2, stage=3)],
+                         ids=["pp2_x_mp2", "dp2_x_pp2", "sharding2_x_pp2"])
+def test_pipelines_compose_with_the_other_axes(pools, text):
+    result = pools(4).run(cases.llama_parity, text, 3, 1.0, timeout=300)[0]
+    _assert_parity(result)
+
+
+def test_the_demo_gpt_pipelined_trains_as_one_process(pools):
+    result = pools(2).run(cases.demo_parity, cases.pp_text(2, acc=2, mbs=2), 3, timeout=240)[0]
+    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
+
+
+def test_a_batch_the_pipeline_fields_do_not_give_is_refused_naming_them(pools):
+    message = pools(2).run(cases.batch_error, cases.pp_text(2, acc=4, mbs=1), 6)[0]
+    assert message == ("pipeline_configs.accumulate_steps: the batch has 6 rows, but a pipeline step takes "
+                       "pipeline_configs.micro_batch_size × accumulate_steps = 1 × 4 = 4 per data rank; give that many "
+                       "rows, or change the two fields")
+
+
+def test_layers_the_chunks_do_not_divide_and_tied_weights_are_refused_before_any_change(pools):
+    message, whole = pools(2).run(cases.split_error, cases.pp_text(2, virtual=2), 6)[0]
+    assert message == ("hybrid_configs.pp_degree: LlamaForCausalLM.model.layers has 6 blocks, which 4 pipeline chunks "
+                       "(pp_degree × virtual_pp_degree) do not divide; use a product among [1, 2, 3, 6]")
+    assert whole
+    message, whole = pools(2).run(cases.split_error, cases.pp_text(2), 4, True)[0]
+    assert "model.embed_tokens.weight on the first stage and lm_head.weight on the last" in message and whole
+
+
+@pytest.fixture(scope="module")
+def saved_at_pp2(pools, tmp_path_factory):
+    path = tmp_path_factory.mktemp("pp") / "ckpt"
+    full = pools(2).run(cases.save_pipelined, cases.pp_text(2), str(path), timeout=240)[0]
+    return path, full
+
+
+@pytest.mark.parametrize(("world", "text", "resharded"), [
+    (1, "hybrid_configs { dp_degree: 1 }", "pp 2 -> 1"),
+    (4, cases.pp_text(4), "pp 2 -> 4"),
+    (4, cases.pp_text(2, mp=2), "mp 1 -> 2"),
+], ids=["one_process", "pp4", "pp2_x_mp2"])
+def test_a_checkpoint_saved_at_pp2_loads_at_other_pipeline_degrees_exactly(pools, saved_at_pp2, world, text, resharded):
+    path, saved = saved_at_pp2
+    loaded = pools(world).run(cases.load_pipelined, text, str(path), timeout=240)[0]
+    assert loaded["full"].keys() == saved.keys() and loaded["resharded"] == resharded
+    for key, value in saved.items():
+        assert torch.equal(loaded["full"][key], value), key

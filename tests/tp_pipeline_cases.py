@@ -1,0 +1,183 @@
+"""Rank-side cases of pipeline parallelism (pp_degree) on torch.distributed.pipelining: every schedule against one
+process running the same micro-batches, composition with mp, dp and sharding, checkpoints across pp degrees."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.distributed as dist
+
+import parallel
+import strategy
+from rank_helpers import close, init
+
+VOCAB, SEQ, LR = 64, 16, 1e-3
+
+
+def llama(layers: int = 4):
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
+                                      tie_word_embeddings=False)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)
+
+
+def pp_text(pp: int, *, schedule: str = "1F1B", virtual: int = 1, dualpipev: bool = False, acc: int = 4,
+            mbs: int = 1, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int = 1) -> str:
+    pp_configs = f"virtual_pp_degree: {virtual}" + (" use_dualpipev: true" if dualpipev else "")
+    text = (f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} pp_degree: {pp} sharding_degree: {sharding} "
+            f"pp_configs {{ {pp_configs} }}")
+    text += f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }"
+    return text + f' pipeline_configs {{ micro_batch_size: {mbs} accumulate_steps: {acc} schedule_mode: "{schedule}" }}'
+
+
+def _batch(step: int, rows: int) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (rows, SEQ), generator=torch.Generator().manual_seed(500 + step))
+
+
+def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: int = 4) -> dict:
+    """train_batch's losses and, after `steps` steps, the gathered parameters equal one process's."""
+    hcg = init(strategy.loads(text))
+    p = hcg.resolved.pipeline
+    reference = llama(layers)
+    model = parallel.parallelize(copy.deepcopy(reference))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), max_grad_norm=clip)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    rows = p.micro_batch_size * p.accumulate_steps
+    losses, ref_losses, norms, ref_norms = [], [], [], []
+    for step in range(steps):
+        ids = _batch(step, rows * hcg.data_size)
+        mine = ids[hcg.data_rank * rows:(hcg.data_rank + 1) * rows]
+        loss = model.train_batch((mine, mine), opt)
+        losses.append(_data_mean(loss, hcg))
+        total = 0.0
+        for r in range(hcg.data_size):  # the reference: every data rank's micro-batches, averaged
+            part = ids[r * rows:(r + 1) * rows]
+            for chunk in part.chunk(p.accumulate_steps):
+                from parallel.pipeline import next_token_loss
+
+                ref = next_token_loss(reference(input_ids=chunk).logits, chunk) / (p.accumulate_steps * hcg.data_size)
+                ref.backward()
+                total += float(ref)
+        ref_losses.append(total)
+        if clip:
+            norms.append(float(opt.last_grad_norm))
+            ref_norms.append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)))
+        ref_opt.step()
+        ref_opt.zero_grad()
+    full = parallel.full_state_dict(model)
+    assert full.keys() == reference.state_dict().keys(), sorted(set(reference.state_dict()) ^ set(full))
+    for name, value in reference.state_dict().items():
+        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    names = sorted(n for n, _ in model.named_parameters())
+    return {"losses": losses, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
+            "stages": list(model.stage_ids), "names": names, "schedule": p.schedule}
+
+
+def _data_mean(value: float, hcg) -> float:
+    t = torch.tensor(value, dtype=torch.float64)
+    for axis in ("dp", "sharding"):
+        if getattr(hcg, f"{axis}_size") > 1:
+            dist.all_reduce(t, group=hcg.group(axis))
+            t /= getattr(hcg, f"{axis}_size")
+    return float(t)
+
+
+def batch_error(text: str, rows: int) -> str:
+    init(strategy.loads(text))
+    model = parallel.parallelize(llama())
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters()))
+    ids = _batch(0, rows)
+    try:
+        model.train_batch((ids, ids), opt)
+    except strategy.StrategyError as e:
+        return str(e)
+    raise AssertionError("no error")
+
+
+def split_error(text: str, layers: int, tied: bool = False) -> tuple[str, bool]:
+    """A model the stages cannot cut: the error, and whether the model was left whole."""
+    init(strategy.loads(text))
+    model = llama(layers)
+    if tied:
+        model.lm_head.weight = model.model.embed_tokens.weight
+    names = [n for n, _ in model.named_parameters()]
+    try:
+        parallel.parallelize(model)
+    except strategy.StrategyError as e:
+        return str(e), [n for n, _ in model.named_parameters()] == names
+    raise AssertionError("no error")
+
+
+def demo_parity(text: str, steps: int = 3) -> dict:
+    """The demo GPT pipelined (train_gpt's build and loop) against one process on the same batches."""
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    gpt = importlib.import_module("train_gpt")
+    hcg = init(strategy.loads(text))
+    p = hcg.resolved.pipeline
+    cfg = gpt.Config(steps=steps, batch_size=p.micro_batch_size * p.accumulate_steps * hcg.data_size, seq_len=32, lr=1e-3)
+    summary = gpt.train(cfg, hcg)
+    model, _ = gpt.build(cfg, hcg)  # a fresh one, for the parameter names of this rank
+    names = sorted(n for n, _ in model.named_parameters())
+    parallel.destroy()
+    init(strategy.loads(f"hybrid_configs {{ dp_degree: {hcg.world_size // hcg.pp_size // hcg.mp_size} "
+                        f"mp_degree: {hcg.mp_size} }}"))
+    single = _demo_micro_batched(gpt, cfg, parallel.current(), p.accumulate_steps)
+    return {"losses": summary["losses"], "ref_losses": single, "names": names}
+
+
+def _demo_micro_batched(gpt, cfg, hcg, micro: int) -> list[float]:
+    """The same steps without a pipeline: each batch as `micro` micro-batches, gradients averaged, one update."""
+    model, opt = gpt.build(cfg, hcg)
+    data = gpt.corpus()
+    losses = []
+    for step in range(cfg.steps):
+        ids, targets = gpt.batch(data, step, cfg, hcg)
+        total = 0.0
+        for x, y in zip(ids.chunk(micro), targets.chunk(micro)):
+            loss = model(x, y) / micro
+            loss.backward()
+            total += float(loss)
+        opt.clip_grad_norm_(cfg.clip)
+        opt.step()
+        opt.zero_grad()
+        losses.append(gpt.global_mean(torch.tensor(total), hcg))
+    return losses
+
+
+def save_pipelined(text: str, path: str, steps: int = 2) -> dict:
+    """Train a pipelined Llama, save it; the gathered state dict."""
+    hcg = init(strategy.loads(text))
+    p = hcg.resolved.pipeline
+    model = parallel.parallelize(llama())
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    rows = p.micro_batch_size * p.accumulate_steps
+    for step in range(steps):
+        ids = _batch(step, rows * hcg.data_size)[hcg.data_rank * rows:(hcg.data_rank + 1) * rows]
+        model.train_batch((ids, ids), opt)
+    parallel.save(path, model, opt, step=steps)
+    return parallel.full_state_dict(model)
+
+
+def load_pipelined(text: str, path: str) -> dict:
+    """Load into another pipeline layout: the gathered state dict and what load says."""
+    import warnings
+
+    hcg = init(strategy.loads(text))
+    torch.manual_seed(7)
+    model = llama()
+    if hcg.pp_size > 1 or hcg.mp_size > 1:
+        model = parallel.parallelize(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        info = parallel.load(path, model, opt)
+    return {"full": parallel.full_state_dict(model), "resharded": info.resharded, "step": info.step}
