@@ -103,8 +103,10 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
         starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
         mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
         ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
+        # This sep rank's chunk of every row, targets shifted before the cut (the whole rows at sep_degree 1).
+        piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
         with parallel.autocast():  # the strategy's amp
-            loss = model(input_ids=ids, labels=ids).loss  # the forward broadcasts ids from mp rank 0 when asked to
+            loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0 when asked to
         opt.scale(loss).backward()
         opt.clip_grad_norm_(1.0)
         opt.step()

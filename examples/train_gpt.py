@@ -282,6 +282,14 @@ def start(args: argparse.Namespace) -> tuple[strategy.DistributedStrategy, paral
         print(f"--batch-size {args.batch_size} is not divisible by the {hcg.data_size} data ranks "
               f"(dp_degree {hcg.dp_size} × sharding_degree {hcg.sharding_size})", file=sys.stderr)
         return None
+    if args.seq_len % hcg.sep_size:
+        print(f"--seq-len {args.seq_len} is not divisible by sep_degree {hcg.sep_size}", file=sys.stderr)
+        return None
+    p = hcg.resolved.pipeline if hcg.pp_size > 1 else None
+    if p is not None and args.batch_size != hcg.data_size * p.micro_batch_size * p.accumulate_steps:
+        print(f"--batch-size {args.batch_size} must be the {hcg.data_size} data ranks × pipeline_configs.micro_batch_size "
+              f"{p.micro_batch_size} × accumulate_steps {p.accumulate_steps} under pp_degree {hcg.pp_size}", file=sys.stderr)
+        return None
     return s, hcg
 
 

@@ -42,3 +42,28 @@ def test_a_length_or_heads_the_degrees_do_not_divide_is_a_clear_error(pools):
     assert out["heads"] == ("LlamaForCausalLM has 3 attention heads, which mp_degree × sep_degree = 1 × 2 = 2 does not "
                             "divide: each sep rank attends over heads / (mp × sep) of them; change the degrees")
     assert out["unchanged"]
+
+
+def test_the_demo_through_sep_attention_trains_as_one_process(pools):
+    single = pools(1).run(cases.demo_losses, cases.sep_text(1), 4)[0]
+    assert pools(2).run(cases.demo_losses, cases.sep_text(2), 4)[0] == pytest.approx(single, rel=1e-5)
+
+
+def test_the_sep_example_strategy_fine_tunes_as_one_process(pools):
+    from conftest import ROOT
+
+    single = pools(1).run(cases.finetune_losses, cases.sep_text(1), 3)
+    path = ROOT / "examples" / "strategies" / "sep2.prototxt"
+    assert pools(2).run(cases.finetune_losses, str(path), 3)[0] == pytest.approx(single[0], rel=1e-5)
+
+
+@pytest.mark.parametrize(("saved_at", "loaded_at"), [(2, 1), (1, 2)], ids=["sep2_to_1", "sep1_to_2"])
+def test_a_checkpoint_moves_between_sep_degrees_exactly(pools, tmp_path, saved_at, loaded_at):
+    import torch
+
+    path = str(tmp_path / "ckpt")
+    saved = pools(saved_at).run(cases.save_llama, cases.sep_text(saved_at), path, timeout=120)[0]
+    loaded = pools(loaded_at).run(cases.load_llama, cases.sep_text(loaded_at), path, timeout=120)[0]
+    assert loaded["resharded"] == f"sep {saved_at} -> {loaded_at}"
+    assert loaded["full"].keys() == saved.keys()
+    assert all(torch.equal(loaded["full"][k], v) for k, v in saved.items())

@@ -166,3 +166,61 @@ def split_errors(text: str) -> dict:
         out["unchanged"] = [type(m).__name__ for m in model.modules()] == before and \
             model.config._attn_implementation != "parallel_sep"
     return out
+
+
+def demo_losses(text: str, steps: int) -> list[float]:
+    """examples/train_gpt.py's loop (its attention through parallel.sep_attention) under `text`."""
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    gpt = importlib.import_module("train_gpt")
+    hcg = init(strategy.loads(text))
+    return gpt.train(gpt.Config(steps=steps, batch_size=4, seq_len=32), hcg)["losses"]
+
+
+def finetune_losses(path: str, steps: int) -> list[float]:
+    """examples/finetune_hf.py's model and loop (split_sequence, the Hugging Face attention switched) under `path`."""
+    import argparse
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    finetune = importlib.import_module("finetune_hf")
+    hcg = init(strategy.load(path) if path.endswith(".prototxt") else strategy.loads(path))
+    model, encode = finetune.build_model(None, 32)
+    parallel.parallelize(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    args = argparse.Namespace(steps=steps, batch_size=2, seq_len=32)
+    return finetune.train(model, opt, encode(finetune.corpus_text()), args, hcg, progress=False)["losses"]
+
+
+def save_llama(text: str, path: str) -> dict:
+    """Two steps at `text`, saved; the gathered state dict."""
+    init(strategy.loads(text))
+    model = parallel.parallelize(llama())
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    for step in range(2):
+        ids, labels = _rows(step, ROWS)
+        model(**parallel.split_sequence({"input_ids": ids, "labels": labels})).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    parallel.save(path, model, opt, step=2)
+    return parallel.full_state_dict(model)
+
+
+def load_llama(text: str, path: str) -> dict:
+    import warnings
+
+    init(strategy.loads(text))
+    torch.manual_seed(3)
+    model = parallel.parallelize(llama())
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        info = parallel.load(path, model, opt)
+    return {"full": parallel.full_state_dict(model), "resharded": info.resharded}
