@@ -11,11 +11,16 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.distributed.nn.functional import all_to_all_single
+from torch.distributed._functional_collectives import all_to_all_single_autograd, wait_tensor
 
 from ..topology.groups import HybridGroup, current
 
 __all__ = ["heads_to_sequence", "sep_attention", "sequence_to_heads"]
+
+
+def _exchange(send: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    """Equal slices of dim 0 to each rank, theirs back: torch's autograd all-to-all (the backward is the reverse)."""
+    return wait_tensor(all_to_all_single_autograd(send, None, None, group))
 
 
 def sequence_to_heads(x: torch.Tensor, group: dist.ProcessGroup, parts: int) -> torch.Tensor:
@@ -23,7 +28,7 @@ def sequence_to_heads(x: torch.Tensor, group: dist.ProcessGroup, parts: int) -> 
     b, h, s, d = x.shape
     # Rank j receives head group j: lay the groups out along dim 0, which all_to_all_single splits evenly.
     send = x.reshape(b, parts, h // parts, s, d).transpose(0, 1).contiguous()
-    recv = all_to_all_single(torch.empty_like(send), send, group=group)  # recv[i]: rank i's chunk of my heads
+    recv = _exchange(send, group)  # recv[i]: rank i's chunk of my heads
     return recv.permute(1, 2, 0, 3, 4).reshape(b, h // parts, parts * s, d)
 
 
@@ -31,7 +36,7 @@ def heads_to_sequence(y: torch.Tensor, group: dist.ProcessGroup, parts: int) -> 
     """The inverse: [b, heads / parts, sequence, d] -> [b, heads, sequence / parts, d]."""
     b, h, s, d = y.shape
     send = y.reshape(b, h, parts, s // parts, d).permute(2, 0, 1, 3, 4).contiguous()  # send[j]: rank j's chunk
-    recv = all_to_all_single(torch.empty_like(send), send, group=group)  # recv[i]: head group i of my chunk
+    recv = _exchange(send, group)  # recv[i]: head group i of my chunk
     return recv.transpose(0, 1).reshape(b, parts * h, s // parts, d)
 
 
