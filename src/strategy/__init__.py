@@ -8,6 +8,7 @@ from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig
 from .errors import StrategyError, StrategyWarning
 from .explain import explain
 from .formats import EXTENSIONS, FORMATS
+from .importers import Imported, import_config
 from .io import dump, dumps, from_dict, load, loads, to_dict
 from .memory import ModelStateBytes, ModelStateMemory
 from .resolution import TP_STYLES, Resolved, resolve
@@ -22,6 +23,7 @@ __all__ = [
     "FORMATS",
     "DistributedStrategy",
     "HybridConfig",
+    "Imported",
     "ModelStateBytes",
     "ModelStateMemory",
     "MpConfig",
@@ -35,6 +37,7 @@ __all__ = [
     "dump",
     "dumps",
     "explain",
+    "import_config",
     "from_dict",
     "load",
     "loads",

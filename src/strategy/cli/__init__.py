@@ -1,4 +1,4 @@
-"""The `strategy` command line: convert, validate, explain, diff, schema, docs, defaults, migrate-env, fmt,
+"""The `strategy` command line: convert, validate, explain, diff, schema, docs, defaults, migrate-env, fmt, import,
 and commands other packages register (`checkpoint`, from parallel).
 
 Exit codes: 0 success, 1 invalid input (the file is wrong, missing or unreadable), 2 usage error
@@ -13,13 +13,14 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import StrategyError
-from . import check, convert, fmt, generate
+from . import check, convert, fmt, generate, import_cmd
 from .common import warn_to_stderr
 
 __all__ = ["main"]
 
 
-_BUILTIN = {"convert", "diff", "validate", "resolve", "explain", "schema", "docs", "defaults", "migrate-env", "fmt"}
+_BUILTIN = {"convert", "diff", "validate", "resolve", "explain", "schema", "docs", "defaults", "migrate-env", "fmt",
+            "import"}
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -29,7 +30,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         epilog="'-' means standard input/output. Run 'strategy COMMAND --help' for a command's options and an example.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (convert, check, generate, fmt):
+    for module in (convert, check, generate, fmt, import_cmd):
         module.register(sub)
     command = next((a for a in argv if not a.startswith("-")), None)
     if command not in _BUILTIN:  # another package's command (`checkpoint`, from parallel), or help listing them all

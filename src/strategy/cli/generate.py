@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the hint of what to use instead) and the field's documentation. docs/strategy-reference.md is this.",
         "strategy docs > docs/strategy-reference.md",
     )
+    r.add_argument("--imports", action="store_true",
+                   help="print the mapping table of `strategy import` instead (the README's, from the importers' rules)")
     r.set_defaults(run=_docs)
 
     d = subparser(
@@ -66,6 +68,11 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _docs(args: argparse.Namespace) -> int:
+    if args.imports:
+        from ..importers.table import markdown
+
+        sys.stdout.write(markdown())
+        return 0
     from ..reference import reference
 
     sys.stdout.write(reference())

@@ -1,0 +1,51 @@
+"""`import`: a DeepSpeed, torchtitan, accelerate or Megatron config as a strategy, with a line per setting saying why."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..formats import format_for
+from .common import STDIO, subparser, write
+
+__all__ = ["register"]
+
+_KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron")  # strategy.importers.KINDS, not imported at start-up
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = subparser(
+        sub, "import", "turn a DeepSpeed, torchtitan, accelerate or Megatron config into a strategy",
+        "Read another tool's config (DeepSpeed JSON, torchtitan TOML, accelerate YAML, a Megatron-LM launcher\n"
+        "script) and write the strategy it describes: prototxt on standard output, or OUT in the format its\n"
+        "extension names (written atomically). Standard error gets one line per setting of the file:\n"
+        "`key = value -> fields`, `-> no counterpart: reason` or `-> unresolved: reason`. Degrees that depend\n"
+        "on the number of ranks need --world-size (accelerate's num_processes is the file's own).",
+        "strategy import ds_config.json --world-size 8 -o strategy.yaml",
+    )
+    p.add_argument("input", metavar="FILE", help="the config to import")
+    p.add_argument("--from", dest="kind", choices=_KINDS, help="the tool (default: told from the file)")
+    p.add_argument("--world-size", type=_positive, metavar="N", help="number of ranks (default: the file's own, if any)")
+    p.add_argument("-o", "--output", metavar="OUT", default=STDIO, help="output file (default: standard output)")
+    p.set_defaults(run=_import)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from ..importers import import_config, report
+
+    if args.output != STDIO:
+        format_for(args.output)  # an unknown extension fails before anything is read
+    imported = import_config(args.input, kind=args.kind, world_size=args.world_size)
+    write(imported.strategy, args.output)
+    print("\n".join(report(imported)), file=sys.stderr)
+    return 0

@@ -1,0 +1,239 @@
+"""Other tools' configs as checked strategies: DeepSpeed JSON, torchtitan TOML, accelerate YAML, Megatron launchers.
+
+`import_config` reads one file, says key by key what it did with each setting, and builds the strategy with
+`from_dict`, so the result is validated like any strategy file. One module per tool holds its rules as data.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from dataclasses import dataclass
+
+from .._generated.distributed_strategy_pb2 import DistributedStrategy
+from ..errors import Location, StrategyError
+from ..formats import decode
+from ..io import from_dict, read_bytes
+from .common import AUTO, Leaf, NoCounterpart, Nothing, Tool, Unexpanded, located, show
+from .plan import Occurrence, Outcome, plan
+
+__all__ = ["KINDS", "STATUSES", "Entry", "Imported", "import_config", "report"]
+
+KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron")
+STATUSES = ("mapped", "unresolved", "no counterpart")
+_MEGATRON_FLAG = re.compile(r"--[a-z-]*parallel-size\b")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    """What the importer did with one leaf key of the source.
+
+    Attributes:
+        key: the dotted key (`zero_optimization.stage`), the flag name without dashes for Megatron.
+        value: the value as written (Megatron: the expanded text; a bare flag is true).
+        status: "mapped", "unresolved" or "no counterpart".
+        fields: the dotted strategy fields it set (empty unless mapped).
+        reason: why (always given unless mapped).
+        where: the file, line and column of the key.
+    """
+
+    key: str
+    value: object
+    status: str
+    fields: tuple[str, ...]
+    reason: str
+    where: Location
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Imported:
+    """An imported config.
+
+    Attributes:
+        strategy: the strategy (as `strategy.from_dict` returns it).
+        world_size: the `world_size` argument, else the file's own (accelerate's num_processes), else None.
+        entries: one per leaf key of the source, in file order (a file another names follows its naming key).
+        assumed: the tool's defaults for keys the file leaves out, where they set or need something (torchtitan's
+            FSDP over the ranks left, in bfloat16), each reported like an entry.
+        kind: the tool ("deepspeed", "torchtitan", "accelerate" or "megatron").
+    """
+
+    strategy: DistributedStrategy
+    world_size: int | None
+    entries: tuple[Entry, ...]
+    assumed: tuple[Entry, ...]
+    kind: str
+
+
+def import_config(path: str | os.PathLike[str], *, kind: str | None = None, world_size: int | None = None) -> Imported:
+    """Read a DeepSpeed, torchtitan, accelerate or Megatron config and map it onto a strategy.
+
+    Args:
+        kind: "deepspeed", "torchtitan", "accelerate" or "megatron"; None tells it from the file (`.toml`:
+            torchtitan, `.json`: DeepSpeed, YAML with distributed_type or compute_environment: accelerate, a text
+            or shell file with Megatron's `--...-parallel-size` flags: Megatron).
+        world_size: the number of ranks; without it (and without the file's own) degrees that depend on it stay
+            unresolved and `dp_degree` is left to be inferred.
+
+    Raises:
+        StrategyError: the file is unreadable or malformed (located), its kind cannot be told, a degree is not a
+            number, or the degrees do not divide the world size.
+
+    Example::
+
+        imported = strategy.import_config("ds_config.json", world_size=8)
+        for e in imported.entries:
+            print(e.key, e.status, e.fields or e.reason)
+    """
+    source = os.fspath(path)
+    if world_size is not None and (isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1):
+        raise StrategyError(f"world_size must be a whole number >= 1, got {world_size!r}", source=source)
+    text = decode(read_bytes(source), source)
+    tool = _tool(kind if kind is not None else detect(source, text), source)
+    leaves = _unique(tool.leaves(text, source))
+    read = _with_includes(tool, leaves, source)
+    assumed_from = len(read)
+    read += [(Leaf(key, value, Location(source)), tool, key) for key, value in tool.defaults
+             if not any(own == key and owner is tool for _, owner, own in read[:assumed_from])]
+    leaves = [leaf for leaf, _, _ in read]
+    occurrences: list[Occurrence] = []
+    early: dict[int, Outcome] = {}
+    notes: dict[int, str] = {}
+    for index, (leaf, owner, own) in enumerate(read):
+        outcome = _read(owner, leaf, own, index, occurrences)
+        if isinstance(outcome, Outcome):
+            early[index] = outcome
+        elif outcome:
+            notes[index] = outcome
+    d, world, outcomes = plan(occurrences, leaves, tool, world_size)
+    strategy = from_dict(d)
+    entries = [_entry(leaf, early.get(i), outcomes.get(i, []), notes.get(i, "")) for i, leaf in enumerate(leaves)]
+    assumed = tuple(e for e in entries[assumed_from:] if e.status != "no counterpart")
+    return Imported(strategy=strategy, world_size=world, entries=tuple(entries[:assumed_from]), assumed=assumed,
+                    kind=tool.kind)
+
+
+def detect(source: str, text: str) -> str:
+    """The kind of a config from its extension and, for YAML and scripts, its content."""
+    ext = os.path.splitext(source)[1].lower()
+    if ext == ".toml":
+        return "torchtitan"
+    if ext == ".json":
+        return "deepspeed"
+    if ext in (".yaml", ".yml"):
+        from ..tree import Mapping
+        from ..yamlread import parse
+
+        root = parse(text, source)
+        if isinstance(root, Mapping) and {key for key, _, _ in root.items} & {"distributed_type", "compute_environment"}:
+            return "accelerate"
+    elif _MEGATRON_FLAG.search(text):
+        return "megatron"
+    raise StrategyError("cannot tell which tool this config is for: name it with --from (kind=) as one of "
+                        f"{', '.join(KINDS)} (a .toml is torchtitan, .json DeepSpeed, YAML with distributed_type "
+                        "accelerate, a script with --...-parallel-size flags Megatron)", source=source)
+
+
+def report(imported: Imported) -> list[str]:
+    """One line per entry, `key = value -> fields` / `-> no counterpart: reason` / `-> unresolved: reason`, then
+    the tool's assumed defaults (lines without an arrow)."""
+    text = imported.kind == "megatron"  # a script's values are words: shown as written, unquoted
+    lines = [_line(e, text) for e in imported.entries]
+    name = _tool(imported.kind, "").name
+    for e in imported.assumed:
+        what = ", ".join(e.fields) if e.status == "mapped" and e.fields else e.status
+        why = f" ({e.reason})" if e.reason else ""
+        lines.append(f"not in the file, {name}'s default {e.key} = {show(e.value)}: {what}{why}")
+    return lines
+
+
+def _line(e: Entry, text: bool) -> str:
+    head = f"{e.key} = {e.value if text and isinstance(e.value, str) else show(e.value)} ->"
+    if e.status == "mapped":
+        if not e.fields:
+            return f"{head} nothing to set: {e.reason}"
+        return f"{head} {', '.join(e.fields)}" + (f" ({e.reason})" if e.reason else "")
+    return f"{head} {e.status}: {e.reason}"
+
+
+def _tool(kind: str, source: str) -> Tool:
+    if kind not in KINDS:
+        raise StrategyError(f"unknown kind {kind!r}; the kinds are {', '.join(KINDS)}", source=source)
+    tool: Tool = importlib.import_module(f".{kind}", __package__).TOOL
+    return tool
+
+
+def _unique(leaves: list[Leaf]) -> list[Leaf]:
+    """A key given twice is one leaf, the last value winning (argparse); it keeps its first place."""
+    last = {leaf.key: leaf for leaf in leaves}
+    seen: set[str] = set()
+    out = []
+    for leaf in leaves:
+        if leaf.key not in seen:
+            seen.add(leaf.key)
+            out.append(last[leaf.key])
+    return out
+
+
+def _with_includes(tool: Tool, leaves: list[Leaf], source: str) -> list[tuple[Leaf, Tool, str]]:
+    """Each leaf with the tool whose rules read it and the key as that tool spells it: a file another names
+    (accelerate's deepspeed_config_file) follows its key, its keys prefixed by that key's path."""
+    out: list[tuple[Leaf, Tool, str]] = []
+    for leaf in leaves:
+        out.append((leaf, tool, leaf.key))
+        rule = tool.rule(leaf.key)
+        if rule is None or rule.include is None or not isinstance(leaf.value, str) or leaf.value == AUTO:
+            continue
+        named = os.path.join(os.path.dirname(source), leaf.value)
+        if not os.path.isfile(named):
+            continue
+        inner = _tool(rule.include, named)
+        for child in _unique(inner.leaves(decode(read_bytes(named), named), named)):
+            out.append((child._replace(key=f"{leaf.key}.{child.key}"), inner, child.key))
+    return out
+
+
+def _read(tool: Tool, leaf: Leaf, own_key: str, index: int, occurrences: list[Occurrence]) -> Outcome | str:
+    """The entry's outcome when its rule decides it alone; else its facts join `occurrences` and the rule's note
+    (if any) comes back."""
+    if tool.auto and isinstance(leaf.value, str) and leaf.value.strip().lower() == AUTO:
+        return Outcome("unresolved", (), '"auto": the Trainer or accelerate fills it in at launch; the field keeps '
+                       "its default")
+    if isinstance(leaf.value, Unexpanded):
+        return Outcome("unresolved", (), leaf.value.reason)
+    rule = tool.rule(own_key)
+    if rule is None:
+        return Outcome("unresolved", (), f"no rule for this key: not a {tool.name} setting this importer knows; "
+                       "check what it does by hand")
+    if rule.include is not None:
+        named = os.path.join(os.path.dirname(leaf.where.source or ""), str(leaf.value))
+        if not os.path.isfile(named):
+            return Outcome("unresolved", (), f"the file it names, {named}, does not exist")
+        return Outcome("mapped", (), f"imported: its entries follow, keys prefixed by {leaf.key}")
+    if rule.means is None:
+        return Outcome("no counterpart", (), rule.reason)
+    try:
+        value = rule.read.read(leaf.value) if rule.read is not None else leaf.value
+    except ValueError as e:
+        raise located(leaf, f"{e}, got {show(leaf.value)}") from None
+    if isinstance(value, NoCounterpart):
+        return Outcome("no counterpart", (), value.reason)
+    if isinstance(value, Nothing):
+        return Outcome("mapped", (), value.reason)
+    facts = value if isinstance(rule.means, tuple) else {rule.means: value}
+    for fact, fact_value in facts.items():
+        occurrences.append(Occurrence(fact, fact_value, index))
+    return rule.reason
+
+
+def _entry(leaf: Leaf, early: Outcome | None, outcomes: list[Outcome], note: str) -> Entry:
+    parts = [early] if early is not None else outcomes
+    mapped = [o for o in parts if o.status == "mapped"]
+    status = "mapped" if mapped else parts[0].status
+    fields = tuple(dict.fromkeys(f for o in mapped for f in o.fields))
+    reasons = [o.reason for o in parts if o.reason] + ([note] if note and fields else [])
+    reason = "; ".join(dict.fromkeys(reasons))
+    if status != "mapped" and not reason:
+        raise AssertionError(f"{leaf.key}: {status} without a reason")
+    return Entry(key=leaf.key, value=leaf.value, status=status, fields=fields, reason=reason, where=leaf.where)

@@ -1,0 +1,507 @@
+"""From the facts a file states (tensor degree 8, ZeRO stage 3, bf16) to strategy fields on Paddle's axes.
+
+World = dp · pp · sharding · sep · cp · mp. The data ranks (world / (mp · pp · sep · cp)) go to dp_degree, or to
+sharding_degree under ZeRO / FSDP; ep_degree is carved out of the ranks outside mp and pp (Megatron's and torchtitan's
+rule), never multiplying the world. Each fact is stated once by the tools' rules; this module is the one place that
+turns facts into fields, so every importer maps alike.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, NamedTuple
+
+from ..errors import StrategyError
+from .common import Leaf, Tool, located
+
+__all__ = ["FACTS", "SCHEDULES", "Outcome", "Occurrence", "plan"]
+
+# What each fact sets, for the mapping table (the rules say which key states it and how its value reads).
+FACTS: dict[str, str] = {
+    "world_size": "the world size: the degrees it sizes",
+    "num_machines": "the machines (HYBRID_SHARD shards within one)",
+    "data_ranks": "the data ranks (dp_degree × sharding_degree)",
+    "tp": "hybrid_configs.mp_degree",
+    "pp": "hybrid_configs.pp_degree",
+    "sep": "hybrid_configs.sep_degree",
+    "cp": "hybrid_configs.cp_degree",
+    "ep": "hybrid_configs.ep_degree (carved out of the ranks outside mp and pp)",
+    "replicate": "hybrid_configs.dp_degree",
+    "shard": "hybrid_configs.sharding_degree (-1: the data ranks left)",
+    "shard_group": "hybrid_configs.sharding_degree = this, dp_degree = the data ranks left (HSDP)",
+    "zero_stage": "hybrid_configs.sharding_configs.stage; 1-3 shard over every data rank (dp_degree 1, "
+                  "sharding_degree = the data ranks), 0 replicates (dp_degree = the data ranks)",
+    "data_mode": "how the data ranks split: sharded (sharding_degree, stage 3 unless a key says otherwise) "
+                 "or replicated (dp_degree)",
+    "fsdp_stage": "hybrid_configs.sharding_configs.stage while the data ranks are sharded (0: replicated)",
+    "reshard": "hybrid_configs.sharding_configs.stage: 3 when parameters are freed after forward, else 2",
+    "micro": "pipeline_configs.micro_batch_size under pp; else the data loader's batch (no counterpart)",
+    "global": "the accumulation, global / (micro × data ranks): pipeline_configs.accumulate_steps under pp, "
+              "else gradient_merge, gradient_merge_configs.k_steps and avg when > 1",
+    "accum": "pipeline_configs.accumulate_steps under pp, else gradient_merge, gradient_merge_configs.k_steps and "
+             "avg when > 1",
+    "pp_micro": "pipeline_configs.micro_batch_size under pp (the local batch cut into micro-batches of this size)",
+    "schedule": "pipeline_configs.schedule_mode (with hybrid_configs.pp_configs.virtual_pp_degree or "
+                "use_dualpipev)",
+    "virtual": "hybrid_configs.pp_configs.virtual_pp_degree (model chunks per pipeline rank)",
+    "layers_per_virtual": "hybrid_configs.pp_configs.virtual_pp_degree = layers / pp_degree / this",
+    "layers_per_stage": "hybrid_configs.pp_configs.virtual_pp_degree = layers / pp_degree / this",
+    "num_layers": "read to size the virtual pipeline stages; otherwise the model's (no counterpart)",
+    "amp": "amp, amp_configs.dtype; pure: use_pure_bf16 / use_pure_fp16 (weights in that dtype, fp32 masters); "
+           "float16: the tool's loss scaler",
+    "init_scale": "amp_configs.init_loss_scaling",
+    "scale_power": "amp_configs.init_loss_scaling = 2^p",
+    "static_scale": "0: dynamic scaling; else amp_configs.init_loss_scaling with use_dynamic_loss_scaling false",
+    "scale_window": "amp_configs.incr_every_n_steps",
+    "hysteresis": "amp_configs.decr_every_n_nan_or_inf",
+    "recompute": "recompute (every block of the model)",
+    "sequence_parallel": "hybrid_configs.mp_configs.sequence_parallel when mp_degree > 1",
+}
+
+
+class Schedule(NamedTuple):
+    mode: str | None  # pipeline_configs.schedule_mode (None: DualPipeV runs whatever it says)
+    virtual: int = 1  # model chunks per rank the schedule runs with unless a key says
+    dualpipev: bool = False
+
+
+# Pipeline schedules by torch.distributed.pipelining's names (torchtitan's spelling; the other tools' readers
+# translate to them), onto Paddle's schedule_mode as pipeline_configs.schedule_mode documents it: GPipe is "FThenB"
+# (LoopedBFS with virtual stages), interleaved 1F1B "VPP", the zero-bubble ones "ZBH1" and the V-shaped "ZBVPP",
+# DualPipeV pp_configs.use_dualpipev. Multi-stage schedules get 2 chunks per rank unless a key says otherwise, as
+# torchtitan's pipeline_parallel.py does.
+SCHEDULES: dict[str, Schedule] = {
+    "1F1B": Schedule("1F1B"),
+    "GPipe": Schedule("FThenB"),
+    "Interleaved1F1B": Schedule("VPP", 2),
+    "LoopedBFS": Schedule("FThenB", 2),
+    "InterleavedZeroBubble": Schedule("ZBH1", 2),
+    "ZBVZeroBubble": Schedule("ZBVPP", 2),
+    "DualPipeV": Schedule(None, 2, dualpipev=True),
+}
+
+
+class Occurrence(NamedTuple):
+    fact: str
+    value: Any
+    entry: int  # index into the leaves
+
+
+class Outcome(NamedTuple):
+    status: str  # "mapped", "unresolved" or "no counterpart"
+    fields: tuple[str, ...]
+    reason: str
+
+
+def plan(occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_size: int | None
+         ) -> tuple[dict[str, Any], int | None, dict[int, list[Outcome]]]:
+    """The strategy as a dict, the world size used, and each entry's outcomes (one per fact it states)."""
+    planner = _Planner(occurrences, leaves, tool, world_size)
+    planner.run()
+    return planner.strategy, planner.world, planner.outcomes()
+
+
+class _Planner:
+    def __init__(self, occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_size: int | None) -> None:
+        self.tool = tool
+        self.leaves = leaves
+        self.by_fact: dict[str, list[Occurrence]] = defaultdict(list)
+        for occ in occurrences:
+            self.by_fact[occ.fact].append(occ)
+        self.facts = {fact: occs[-1].value for fact, occs in self.by_fact.items()}
+        self.world_arg = world_size
+        self.world: int | None = world_size
+        self.strategy: dict[str, Any] = {}
+        self.owner: dict[str, tuple[str, ...]] = {}  # field path -> the facts that set it
+        self.verdict: dict[str, tuple[str, str]] = {}  # fact -> (status, reason)
+
+    # --- bookkeeping -------------------------------------------------------------------------------------------------
+    def has(self, fact: str) -> bool:
+        return fact in self.facts
+
+    def get(self, fact: str, default: Any = None) -> Any:
+        return self.facts.get(fact, default)
+
+    def set(self, path: str, value: Any, *by: str) -> None:
+        """Write a field, owned by those of `by` the file states (a later owner takes it over)."""
+        node = self.strategy
+        *parents, name = path.split(".")
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[name] = value
+        self.owner[path] = tuple(f for f in by if self.has(f))
+
+    def owns(self, fact: str) -> bool:
+        return any(fact in facts for facts in self.owner.values())
+
+    def mark(self, fact: str, status: str, reason: str = "") -> None:
+        if self.has(fact) and fact not in self.verdict:
+            self.verdict[fact] = (status, reason)
+
+    def key(self, fact: str) -> str:
+        return self.leaves[self.by_fact[fact][-1].entry].key
+
+    def said(self, fact: str) -> str:
+        """`key = value` as the file spells the fact (for messages)."""
+        leaf = self.leaves[self.by_fact[fact][-1].entry]
+        return f"{leaf.key} {leaf.value}"
+
+    def error(self, fact: str, message: str) -> StrategyError:
+        return located(self.leaves[self.by_fact[fact][-1].entry], message)
+
+    def world_text(self) -> str:
+        if self.world_arg is not None:
+            return f"the world size {self.world} (--world-size)"
+        return f"the world size {self.world} ({self.key('world_size')})"
+
+    def outcomes(self) -> dict[int, list[Outcome]]:
+        fields: dict[str, list[str]] = defaultdict(list)
+        for path, facts in self.owner.items():
+            for fact in facts:
+                fields[fact].append(path)
+        result: dict[int, list[Outcome]] = defaultdict(list)
+        for fact, occs in self.by_fact.items():
+            last = occs[-1]
+            for occ in occs[:-1]:
+                leaf = self.leaves[last.entry]
+                result[occ.entry].append(Outcome("no counterpart", (), f"overridden by {leaf.key} = {leaf.value}"))
+            status, reason = self.verdict.get(fact, ("mapped", ""))
+            got = tuple(sorted(fields.get(fact, ()), key=_field_order))
+            if status == "mapped" and not got and not reason:
+                raise AssertionError(f"fact {fact} of {self.key(fact)} was neither mapped nor explained")
+            result[last.entry].append(Outcome(status, got if status == "mapped" else (), reason))
+        return result
+
+    # --- the rules ---------------------------------------------------------------------------------------------------
+    def run(self) -> None:
+        self.degrees()
+        self.data_split()
+        self.experts()
+        self.batches()
+        self.pipeline()
+        self.precision()
+        if self.has("recompute"):
+            self.set("recompute", bool(self.get("recompute")), "recompute")
+        if self.has("sequence_parallel"):
+            if self.tp > 1:
+                self.set("hybrid_configs.mp_configs.sequence_parallel", True, "sequence_parallel")
+            else:
+                self.mark("sequence_parallel", "no counterpart", "the tensor-parallel degree is 1, so there is nothing to "
+                          "split the sequence over (Megatron itself turns sequence parallelism off at tp 1)")
+        if not self.owns("num_machines"):
+            self.mark("num_machines", "no counterpart", "the launcher's: where the processes run")
+
+    def degrees(self) -> None:
+        if self.world is None and self.has("world_size"):
+            self.world = int(self.get("world_size"))
+        self.tp, self.pp, self.sep, self.cp = (int(self.get(f, 1)) for f in ("tp", "pp", "sep", "cp"))
+        model = self.tp * self.pp * self.sep * self.cp
+        if self.world is None and self.has("data_ranks"):
+            self.world = int(self.get("data_ranks")) * model
+        for fact, name in (("tp", "mp_degree"), ("pp", "pp_degree"), ("sep", "sep_degree"), ("cp", "cp_degree")):
+            if self.has(fact) or self.world is not None:
+                self.set(f"hybrid_configs.{name}", int(self.get(fact, 1)), fact, "world_size")
+        self.data: int | None = None
+        if self.world is not None:
+            if self.world % model:
+                named = [f"{self.said(f)}" for f in ("tp", "pp", "sep", "cp") if self.has(f)]
+                product = " × ".join(named) if named else "1"
+                blame = next(f for f in ("tp", "pp", "sep", "cp", "world_size") if self.has(f))
+                raise self.error(blame, f"{product} = {model} ranks for each model copy do not divide {self.world_text()}")
+            self.data = self.world // model
+            if self.has("data_ranks") and self.get("data_ranks") != self.data:
+                raise self.error("data_ranks", f"{self.data} data ranks are left at {self.world_text()}, "
+                                 f"not {self.get('data_ranks')}")
+        if self.has("world_size") and self.world != self.get("world_size"):
+            self.mark("world_size", "no counterpart", f"--world-size {self.world} is used instead")
+
+    def data_split(self) -> None:
+        """dp_degree and sharding_degree from the data ranks, and the sharding stage."""
+        stage, mode, group = self.get("zero_stage"), self.get("data_mode"), self.get("shard_group")
+        if mode == "deepspeed" and stage is None and not self.included():
+            stage = 2  # accelerate's DeepSpeedPlugin: zero_stage defaults to 2
+            self.mark("data_mode", "mapped", "accelerate's DeepSpeed plugin runs ZeRO stage 2 unless told")
+        explicit = self.has("replicate") or self.has("shard")
+        machines = ("num_machines",) if group == "node" else ()
+        by_dp = ("replicate", "world_size", "data_ranks") if explicit else (
+            "zero_stage", "data_mode", "fsdp_stage", "shard_group", "world_size", "data_ranks", *machines)
+        by_sharding = ("shard", "world_size", "data_ranks") if explicit else by_dp
+        dp: int | None = None
+        sharding: int | None = None
+        if explicit:  # explicit degrees (torchtitan, accelerate's parallelism_config)
+            dp = int(self.get("replicate", 1))
+            sharding = self.get("shard", 1)
+            if self.tool.kind == "accelerate" and self.data and dp == sharding == 1 and self.data == self.world:
+                dp = self.data  # accelerate: a parallelism_config of size 1 replicates over every process
+            if sharding == -1:
+                if self.data is None:
+                    self.mark("shard", "unresolved", "-1 takes the data ranks left, which needs the world size: "
+                              "pass --world-size")
+                    sharding = None
+                elif self.data % dp:
+                    raise self.error("replicate", f"{self.said('replicate')} does not divide the "
+                                     f"{self.data} data ranks at {self.world_text()}")
+                else:
+                    sharding = self.data // dp
+            if self.data is not None and sharding is not None and dp * sharding != self.data:
+                blame = "shard" if self.has("shard") else "replicate"
+                raise self.error(blame, f"{dp} replicas × {sharding} shards ≠ the {self.data} data ranks at "
+                                 f"{self.world_text()} (world / (tp · pp · sep · cp))")
+            sharded = None if sharding is None else sharding > 1
+        elif (stage or 0) >= 1 or (mode == "shard" and self.get("fsdp_stage") != 0):
+            sharded = True
+            if group == "node" and self.data is not None:
+                count = int(self.get("num_machines", 1))
+                if self.data % count:
+                    raise self.error("num_machines", f"{self.said('num_machines')} does not divide the {self.data} "
+                                     f"data ranks at {self.world_text()}")
+                group = self.data // count
+            if isinstance(group, int) and group > 0:
+                sharding = group
+                if self.data is not None:
+                    if self.data % group:
+                        raise self.error("shard_group", f"{self.said('shard_group')} does not divide the {self.data} "
+                                         f"data ranks at {self.world_text()}")
+                    dp = self.data // group
+            elif self.data is not None:
+                dp, sharding = 1, self.data
+            elif group == "node":
+                self.mark("shard_group", "unresolved", "the ranks of one machine need the world size: pass --world-size")
+        else:
+            sharded = False
+            if self.data is not None:
+                dp, sharding = self.data, 1
+            else:
+                for fact in ("data_mode", "zero_stage", "fsdp_stage"):
+                    if self.get(fact, 0) in (0, "replicate", "deepspeed"):
+                        self.mark(fact, "mapped", "the data ranks replicate: dp_degree (-1) is inferred at the world size")
+        if dp is not None:
+            self.set("hybrid_configs.dp_degree", dp, *by_dp)
+        if sharding is not None:
+            self.set("hybrid_configs.sharding_degree", sharding, *by_sharding)
+        self.sharded: bool | None = sharded
+        self.sharding, self.dp = sharding, dp
+        self.stage(stage, sharded, sharding)
+        for fact in ("data_mode", "zero_stage", "fsdp_stage", "shard_group"):
+            if sharding is None and not self.owns(fact):
+                self.mark(fact, "mapped", "the data ranks are sharded, and sharding_degree (the data ranks) needs the "
+                          "world size: pass --world-size")
+        if explicit and not self.owns("data_mode"):
+            named = self.key("shard") if self.has("shard") else self.key("replicate")
+            self.mark("data_mode", "mapped", f"the data degrees come from {named.rsplit('.', 1)[0]}")
+
+    def included(self) -> bool:
+        """A DeepSpeed file was imported through accelerate's deepspeed_config_file (its stage, or DeepSpeed's 0)."""
+        return any(".deepspeed_config_file." in leaf.key for leaf in self.leaves)
+
+    def stage(self, stage: int | None, sharded: bool | None, sharding: int | None) -> None:
+        """sharding_configs.stage: the ZeRO stage, else FSDP's strategy, else whether it reshards after forward."""
+        by: tuple[str, ...]
+        fsdp = self.get("data_mode") == "shard" or ((self.has("replicate") or self.has("shard")) and stage is None)
+        if not fsdp and stage is not None and stage >= 1:  # ZeRO (DeepSpeed, Megatron's distributed optimizer)
+            value, by = stage, ("zero_stage", "data_mode")
+        elif self.get("fsdp_stage"):  # FSDP's sharding strategy
+            value, by = int(self.get("fsdp_stage")), ("fsdp_stage",)
+        elif self.has("reshard"):  # FSDP2's reshard_after_forward
+            how = self.get("reshard")
+            value = 3 if how == "always" or (how == "default" and self.pp == 1) else 2
+            by = ("reshard",)
+        else:
+            value, by = 3, ("data_mode", "shard")  # FSDP's FULL_SHARD, every tool's default
+        if sharded is False:
+            why = "nothing is sharded, so no stage applies"
+            if self.data == 1:
+                why = "one data rank: nothing to shard, so no stage is written"
+            if self.cp > 1 and (self.tool.kind == "torchtitan" or self.get("data_mode") == "shard"):
+                why = (f"{self.tool.name}'s FSDP also shards over the {self.cp} cp ranks; here sharding_degree covers "
+                       f"the data ranks only ({sharding}), so nothing is sharded and no stage is written")
+            for fact in ("fsdp_stage", "reshard"):
+                if self.get(fact) != 0:
+                    self.mark(fact, "no counterpart", why)
+            self.mark("fsdp_stage", "mapped", "no sharding: the data ranks replicate")
+            self.mark("zero_stage", "mapped", "stage 0: the data ranks replicate")
+            if self.get("data_mode") == "shard":
+                self.mark("data_mode", "mapped", why)
+            return
+        if sharded is None and stage is None and not self.has("fsdp_stage") and not self.has("reshard"):
+            return
+        self.set("hybrid_configs.sharding_configs.stage", value, *by)
+        for fact in ("fsdp_stage", "reshard", "zero_stage"):
+            if fact not in by and self.has(fact):
+                self.mark(fact, "no counterpart", f"the stage comes from {self.key(by[0])}" if self.has(by[0]) else
+                          "the stage comes from another key")
+        if sharding is None:
+            for fact in by:
+                self.mark(fact, "mapped", "sharding_degree (the data ranks) needs the world size: pass --world-size")
+        if self.cp > 1 and self.tool.kind in ("torchtitan", "accelerate") and sharding is not None:
+            self.mark("shard", "mapped", f"{self.tool.name}'s FSDP also spans the cp ranks; here sharding_degree covers "
+                      "the data ranks only")
+
+    def experts(self) -> None:
+        if not self.has("ep"):
+            return
+        ep = int(self.get("ep"))
+        self.set("hybrid_configs.ep_degree", ep, "ep")
+        if self.world is not None:
+            rest = self.world // (self.tp * self.pp)
+            if rest % ep:
+                raise self.error("ep", f"{self.said('ep')} must divide the {rest} ranks outside tensor and pipeline "
+                                 f"parallelism at {self.world_text()} (experts are carved out of the data ranks)")
+
+    def batches(self) -> None:
+        micro, glob, acc, pp_micro = (self.get(f) for f in ("micro", "global", "accum", "pp_micro"))
+        ranks = self.dp * self.sharding if self.dp is not None and self.sharding is not None else None
+        k: int | None = None
+        by: tuple[str, ...] = ()
+        if glob == -1:
+            self.mark("global", "no counterpart", "-1: the local batch times the data ranks, no accumulation")
+        if acc is not None:
+            k, by = int(acc), ("accum",)
+            if glob is not None and glob != -1:
+                if micro is not None and ranks is not None and glob != micro * k * ranks:
+                    raise self.error("global", f"{self.said('global')} ≠ {self.said('micro')} × {self.said('accum')} × "
+                                     f"{ranks} data ranks at {self.world_text()}")
+                self.mark("global", "no counterpart", "the accumulation is set by " + self.key("accum") +
+                          "; the global batch itself is the data loader's")
+        elif glob is not None and glob != -1:
+            if micro is None:
+                self.mark("global", "no counterpart", "without a micro-batch size it sets no accumulation; "
+                          "the global batch is the data loader's")
+            elif ranks is None:
+                self.mark("global", "unresolved", "the accumulation is global / (micro × data ranks), and the data "
+                          "ranks need the world size: pass --world-size")
+            else:
+                q, r = divmod(glob, micro * ranks)
+                if r or not q:
+                    raise self.error("global", f"{self.said('global')} is not a multiple of {self.said('micro')} × "
+                                     f"{ranks} data ranks at {self.world_text()}")
+                if q == 1 and self.pp == 1:
+                    self.mark("global", "no counterpart", f"it equals micro-batch × {ranks} data ranks: no "
+                              "accumulation; the global batch is the data loader's")
+                k, by = q, ("global",)
+        if self.pp > 1:
+            chunks = 1
+            if pp_micro is not None and micro is not None:
+                if micro % pp_micro:
+                    raise self.error("pp_micro", f"{self.said('pp_micro')} does not divide {self.said('micro')}")
+                chunks = micro // pp_micro
+            size = pp_micro if pp_micro is not None else micro
+            if size is not None:
+                self.set("pipeline_configs.micro_batch_size", int(size), "pp_micro" if pp_micro is not None else "micro")
+            sources = by + (("micro", "pp_micro") if pp_micro is not None and micro is not None else ())
+            if sources:
+                self.set("pipeline_configs.accumulate_steps", (k or 1) * chunks, *sources)
+            return
+        if k is not None:
+            if k > 1:
+                self.set("gradient_merge", True, *by)
+                self.set("gradient_merge_configs.k_steps", k, *by)
+                self.set("gradient_merge_configs.avg", True, *by)
+            elif by == ("accum",):
+                self.mark("accum", "mapped", "1 step: no accumulation, the strategy's default")
+        self.mark("micro", "no counterpart", "the data loader's per-rank batch (without a pipeline no field holds it)")
+        self.mark("pp_micro", "no counterpart", "the pipeline degree is 1")
+
+    def pipeline(self) -> None:
+        facts = ("schedule", "virtual", "layers_per_virtual", "layers_per_stage")
+        if self.pp == 1:
+            for fact in facts:
+                self.mark(fact, "no counterpart", "the pipeline degree is 1: no pipeline runs")
+            self.mark("num_layers", "no counterpart", "the model's architecture")
+            return
+        virtual = self.get("virtual")
+        by: tuple[str, ...] = ("virtual",)
+        unknown = False
+        for fact in ("layers_per_virtual", "layers_per_stage"):
+            if not self.has(fact):
+                continue
+            layers = self.get("num_layers")
+            if layers is None:
+                self.mark(fact, "unresolved", "the virtual stages are the layers / pp_degree / this, and the file does "
+                          "not say how many layers the model has")
+                unknown = True
+                continue
+            per_rank, rest = divmod(int(layers), self.pp * int(self.get(fact)))
+            if rest or not per_rank:
+                raise self.error(fact, f"{self.said(fact)} does not divide {self.said('num_layers')} over "
+                                 f"{self.pp} pipeline ranks")
+            virtual, by = per_rank, (fact, "num_layers")
+        if "num_layers" not in by:
+            self.mark("num_layers", "no counterpart", "the model's architecture")
+        name = self.get("schedule")
+        if name is None and virtual is not None and virtual > 1:
+            name = "Interleaved1F1B"  # Megatron interleaves once there are virtual stages
+        schedule = SCHEDULES[name] if name is not None else None
+        if schedule is not None:
+            if schedule.mode is not None:
+                self.set("pipeline_configs.schedule_mode", schedule.mode, "schedule", *by)
+            if schedule.dualpipev:
+                self.set("hybrid_configs.pp_configs.use_dualpipev", True, "schedule")
+            if virtual is None and schedule.virtual > 1 and not unknown:
+                virtual, by = schedule.virtual, ("schedule",)
+        if virtual is not None and virtual > 1:
+            self.set("hybrid_configs.pp_configs.virtual_pp_degree", int(virtual), *by)
+        elif virtual is not None:
+            self.mark(by[0], "mapped", "one model chunk per rank: no virtual stages")
+
+    def precision(self) -> None:
+        on = self.by_fact.get("amp", [])
+        if len({o.value[0] for o in on}) > 1:
+            first, last = (self.leaves[o.entry] for o in (on[0], on[-1]))
+            raise located(last, f"{last.key} and {first.key} turn on different precisions; keep one")
+        if on:
+            self.amp(*self.get("amp"))
+        for fact, field in (("init_scale", "init_loss_scaling"), ("scale_window", "incr_every_n_steps"),
+                            ("hysteresis", "decr_every_n_nan_or_inf")):
+            if self.has(fact):
+                value = self.get(fact)
+                self.set(f"amp_configs.{field}", float(value) if field == "init_loss_scaling" else int(value), fact)
+        if self.has("scale_power"):
+            if self.get("static_scale"):
+                self.mark("scale_power", "no counterpart", f"the static {self.key('static_scale')} is used instead")
+            else:
+                self.set("amp_configs.init_loss_scaling", float(2 ** int(self.get("scale_power"))), "scale_power")
+        if self.has("static_scale"):
+            scale = float(self.get("static_scale"))
+            if scale > 0:
+                self.set("amp_configs.use_dynamic_loss_scaling", False, "static_scale")
+                self.set("amp_configs.init_loss_scaling", scale, "static_scale")
+            else:
+                self.set("amp_configs.use_dynamic_loss_scaling", True, "static_scale")
+
+    def amp(self, dtype: str, mode: str) -> None:
+        """`mode`: "pure" (weights in dtype, fp32 masters), "autocast", "plugin" (accelerate: pure under its FSDP,
+        DeepSpeed or Megatron-LM plugins, as FSDP's param_dtype and those engines keep them, else autocast), "fsdp"
+        (torchtitan: pure under FSDP or cp, autocast under plain DDP or one device, nothing otherwise)."""
+        plugin = self.get("data_mode") in ("shard", "deepspeed", "megatron")
+        sharded = self.sharded or (mode == "fsdp" and self.cp > 1) or (mode == "plugin" and plugin)
+        if mode in ("plugin", "fsdp") and self.sharded is None and not sharded:
+            self.mark("amp", "unresolved", "whether the data ranks are sharded (and the weights kept in " + dtype +
+                      ") needs the world size: pass --world-size")
+            return
+        if mode == "fsdp" and not sharded and (self.tp > 1 or self.pp > 1 or self.has("ep")):
+            self.mark("amp", "no counterpart", "torchtitan applies it only under FSDP, or under plain DDP or on one "
+                      "device: this run trains in float32")
+            return
+        pure = mode == "pure" or (mode in ("plugin", "fsdp") and bool(sharded))
+        self.set("amp", True, "amp")
+        self.set("amp_configs.dtype", dtype, "amp")
+        if pure:
+            self.set("amp_configs.use_pure_bf16" if dtype == "bfloat16" else "amp_configs.use_pure_fp16", True, "amp")
+        if dtype == "float16":
+            scaler = self.tool.scaler
+            if self.get("data_mode") in ("deepspeed", "megatron"):  # accelerate hands fp16 to that engine's scaler
+                from importlib import import_module
+
+                scaler = import_module(f".{self.get('data_mode')}", __package__).TOOL.scaler
+            for name, value in scaler.items():
+                self.set(f"amp_configs.{name}", value, "amp")
+
+
+_ORDER = ("hybrid_configs.dp_degree", "hybrid_configs.mp_degree", "hybrid_configs.pp_degree",
+          "hybrid_configs.sharding_degree", "hybrid_configs.sep_degree", "hybrid_configs.cp_degree")
+
+
+def _field_order(path: str) -> int:
+    """The degrees in Paddle's order first, then the rest as they were written (the sort is stable)."""
+    return _ORDER.index(path) if path in _ORDER else len(_ORDER)

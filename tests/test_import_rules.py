@@ -1,0 +1,363 @@
+"""`strategy.import_config`'s rules, one behaviour per test, on small files written the way each tool writes them."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import pytest
+
+import strategy
+from strategy.importers import import_config
+
+
+def entry(imported, key):
+    return next(e for e in imported.entries if e.key == key)
+
+
+@pytest.fixture
+def imp(write):
+    """imp(name, text, **import_config's arguments): a file written and imported."""
+    def _imp(name: str, text: str, **kw):
+        return import_config(write(name, text), **kw)
+    return _imp
+
+
+@pytest.fixture
+def ds(imp):
+    return lambda config, **kw: imp("ds_config.json", json.dumps(config, indent=2), **kw)
+
+
+@pytest.fixture
+def titan(imp):
+    return functools.partial(imp, "train.toml")
+
+
+@pytest.fixture
+def acc(imp):
+    return functools.partial(imp, "config.yaml")
+
+
+@pytest.fixture
+def meg(imp):
+    return lambda args, **kw: imp("train.sh", f"torchrun pretrain_gpt.py {args}\n", kind="megatron", **kw)
+
+
+# --- DeepSpeed --------------------------------------------------------------------------------------------------------
+
+def test_a_zero_stage_without_the_world_size_stays_mapped_and_names_world_size(ds):
+    imported = ds({"zero_optimization": {"stage": 3}})
+    e = entry(imported, "zero_optimization.stage")
+    assert (e.status, e.fields) == ("mapped", ("hybrid_configs.sharding_configs.stage",))
+    assert "--world-size" in e.reason
+    hybrid = imported.strategy.hybrid_configs
+    assert (hybrid.sharding_configs.stage, hybrid.HasField("sharding_degree"), hybrid.dp_degree) == (3, False, -1)
+
+
+def test_zero_over_every_data_rank_is_dp_1_and_sharding_the_data_ranks(ds):
+    hybrid = ds({"zero_optimization": {"stage": 2}, "tensor_parallel": {"autotp_size": 2}}, world_size=8).strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.mp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (1, 2, 4, 2)
+
+
+def test_stage_0_is_plain_data_parallelism(ds):
+    imported = ds({"zero_optimization": {"stage": 0}}, world_size=4)
+    assert (imported.strategy.hybrid_configs.dp_degree, imported.strategy.hybrid_configs.sharding_degree) == (4, 1)
+    assert not imported.strategy.hybrid_configs.HasField("sharding_configs")
+
+
+def test_mics_shards_within_groups_and_replicates_across_them(ds):
+    hybrid = ds({"zero_optimization": {"stage": 3, "mics_shard_size": 4}}, world_size=16).strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.sharding_degree) == (4, 4)
+
+
+def test_the_global_batch_sets_the_accumulation_over_micro_batch_and_data_ranks(ds):
+    imported = ds({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}, world_size=4)
+    assert entry(imported, "train_batch_size").fields == (
+        "gradient_merge", "gradient_merge_configs.k_steps", "gradient_merge_configs.avg")
+    assert imported.strategy.gradient_merge_configs.k_steps == 8
+    assert entry(imported, "train_micro_batch_size_per_gpu").status == "no counterpart"
+
+
+def test_a_global_batch_that_is_one_micro_batch_per_rank_has_no_counterpart(ds):
+    imported = ds({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2}, world_size=4)
+    assert entry(imported, "train_batch_size").status == "no counterpart"
+    assert not imported.strategy.gradient_merge
+
+
+def test_the_accumulation_from_the_global_batch_needs_the_world_size(ds):
+    e = entry(ds({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}), "train_batch_size")
+    assert e.status == "unresolved" and "--world-size" in e.reason
+
+
+def test_explicit_accumulation_is_mapped_and_a_consistent_global_batch_has_no_counterpart(ds):
+    imported = ds({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8},
+                  world_size=4)
+    assert entry(imported, "gradient_accumulation_steps").status == "mapped"
+    assert entry(imported, "train_batch_size").status == "no counterpart"
+    assert imported.strategy.gradient_merge_configs.k_steps == 8
+
+
+def test_batch_sizes_that_disagree_are_an_error_naming_them(ds, tmp_path):
+    with pytest.raises(strategy.StrategyError) as e:
+        ds({"train_batch_size": 60, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8}, world_size=4)
+    assert e.value.line == 2 and e.value.field == "train_batch_size"
+    assert "train_batch_size 60" in e.value.message and "gradient_accumulation_steps 8" in e.value.message
+
+
+def test_fp16_brings_deepspeeds_loss_scaler_and_pure_fp16_weights(ds):
+    configs = ds({"fp16": {"enabled": True, "initial_scale_power": 12, "hysteresis": 4}}).strategy.amp_configs
+    assert (configs.dtype, configs.use_pure_fp16, configs.init_loss_scaling, configs.decr_every_n_nan_or_inf,
+            configs.incr_every_n_steps, configs.decr_ratio) == ("float16", True, 4096.0, 4, 1000, 0.5)
+
+
+def test_a_static_loss_scale_turns_dynamic_scaling_off_and_wins_over_the_power(ds):
+    imported = ds({"fp16": {"enabled": True, "loss_scale": 128, "initial_scale_power": 16}})
+    configs = imported.strategy.amp_configs
+    assert (configs.use_dynamic_loss_scaling, configs.init_loss_scaling) == (False, 128.0)
+    assert entry(imported, "fp16.initial_scale_power").status == "no counterpart"
+
+
+def test_bf16_and_fp16_both_on_is_an_error(ds):
+    with pytest.raises(strategy.StrategyError, match="different precisions"):
+        ds({"fp16": {"enabled": True}, "bf16": {"enabled": True}})
+
+
+def test_auto_is_unresolved_before_any_other_rule(ds):
+    imported = ds({"gradient_clipping": "auto", "train_micro_batch_size_per_gpu": "auto", "bf16": {"enabled": "auto"}})
+    assert {e.status for e in imported.entries} == {"unresolved"}
+    assert imported.strategy == strategy.DistributedStrategy()
+
+
+def test_clipping_has_no_counterpart_and_names_the_optimizers_argument(ds):
+    assert "HybridParallelOptimizer(max_grad_norm=...)" in entry(ds({"gradient_clipping": 1.0}), "gradient_clipping").reason
+
+
+def test_a_list_and_an_empty_table_are_one_leaf_each(ds):
+    imported = ds({"optimizer": {"params": {"betas": [0.9, 0.95]}}, "tensorboard": {}})
+    assert [(e.key, e.value) for e in imported.entries] == [("optimizer.params.betas", [0.9, 0.95]), ("tensorboard", {})]
+
+
+def test_a_key_no_rule_knows_is_unresolved_not_dropped(ds):
+    e = entry(ds({"brand_new_feature": True}), "brand_new_feature")
+    assert e.status == "unresolved" and "no rule" in e.reason
+
+
+def test_degrees_the_world_size_does_not_divide_are_a_located_error(ds):
+    with pytest.raises(strategy.StrategyError) as e:
+        ds({"tensor_parallel": {"autotp_size": 3}}, world_size=8)
+    assert (e.value.line, e.value.field) == (3, "tensor_parallel.autotp_size")
+    assert "the world size 8 (--world-size)" in e.value.message
+
+
+def test_a_degree_that_is_not_a_number_is_a_located_error(ds):
+    with pytest.raises(strategy.StrategyError) as e:
+        ds({"zero_optimization": {"stage": "three"}})
+    assert (e.value.line, e.value.column) == (3, 5)
+    assert e.value.message == 'zero_optimization.stage: expected a whole number >= 0, got "three"'
+
+
+def test_malformed_json_is_a_located_error(write):
+    with pytest.raises(strategy.StrategyError) as e:
+        import_config(write("ds.json", '{"train_batch_size": 8,\n "fp16": {"enabled": tru}}'))
+    assert e.value.line == 2
+
+
+# --- torchtitan ---------------------------------------------------------------------------------------------------------
+
+def test_dp_shard_minus_one_takes_the_ranks_left_or_needs_the_world_size(titan):
+    text = "[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 2\n"
+    assert entry(titan(text), "parallelism.data_parallel_shard_degree").status == "unresolved"
+    hybrid = titan(text, world_size=16).strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.mp_degree, hybrid.sharding_degree) == (1, 2, 8)
+
+
+def test_replicate_times_shard_is_hsdp(titan):
+    hybrid = titan("[parallelism]\ndata_parallel_replicate_degree = 2\ndata_parallel_shard_degree = 4\n",
+                   world_size=8).strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (2, 4, 3)
+
+
+def test_fsdp_under_a_pipeline_never_reshards_after_forward_by_default_so_stage_2(titan):
+    imported = titan("[parallelism]\npipeline_parallel_degree = 2\n", world_size=8)
+    assert imported.strategy.hybrid_configs.sharding_configs.stage == 2
+    assumed = {e.key: e for e in imported.assumed}
+    assert assumed["parallelism.fsdp_reshard_after_forward"].fields == ("hybrid_configs.sharding_configs.stage",)
+    always = titan('[parallelism]\npipeline_parallel_degree = 2\nfsdp_reshard_after_forward = "always"\n', world_size=8)
+    assert always.strategy.hybrid_configs.sharding_configs.stage == 3
+
+
+@pytest.mark.parametrize("name, mode, virtual, dualpipev", [
+    ("1F1B", "1F1B", 1, False), ("GPipe", "FThenB", 1, False), ("interleaved1f1b", "VPP", 2, False),
+    ("LoopedBFS", "FThenB", 2, False), ("InterleavedZeroBubble", "ZBH1", 2, False), ("ZBVZeroBubble", "ZBVPP", 2, False),
+    ("DualPipeV", "1F1B", 2, True)])
+def test_pipeline_schedules_become_paddles_schedule_modes(titan, name, mode, virtual, dualpipev):
+    s = titan(f'[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_schedule = "{name}"\n'
+              "[training]\nlocal_batch_size = 8\n", world_size=2).strategy
+    assert (s.pipeline_configs.schedule_mode, s.hybrid_configs.pp_configs.virtual_pp_degree,
+            s.hybrid_configs.pp_configs.use_dualpipev) == (mode, virtual, dualpipev)
+
+
+def test_the_local_batch_is_cut_into_pipeline_micro_batches(titan):
+    s = titan("[parallelism]\npipeline_parallel_degree = 2\npipeline_parallel_microbatch_size = 2\n"
+              "[training]\nlocal_batch_size = 8\nglobal_batch_size = 32\n", world_size=4).strategy
+    # 2 data ranks: 32 / (8 × 2) = 2 accumulation steps of 8 / 2 = 4 micro-batches each
+    assert (s.pipeline_configs.micro_batch_size, s.pipeline_configs.accumulate_steps) == (2, 8)
+
+
+def test_selective_activation_checkpointing_has_no_counterpart(titan):
+    e = entry(titan('[activation_checkpoint]\nmode = "selective"\n'), "activation_checkpoint.mode")
+    assert e.status == "no counterpart" and "would change what is saved" in e.reason
+    assert titan('[activation_checkpoint]\nmode = "full"\n').strategy.recompute
+
+
+def test_tensor_parallelism_is_sequence_parallel_as_torchtitans_plan(titan):
+    s = titan("[parallelism]\ntensor_parallel_degree = 4\n").strategy
+    assert (s.hybrid_configs.mp_degree, s.hybrid_configs.mp_configs.sequence_parallel) == (4, True)
+
+
+def test_expert_parallelism_is_carved_out_of_the_data_ranks(titan):
+    s = titan("[parallelism]\nexpert_parallel_degree = 4\n", world_size=8).strategy
+    assert (s.hybrid_configs.ep_degree, s.hybrid_configs.sharding_degree) == (4, 8)
+    with pytest.raises(strategy.StrategyError, match="must divide the 2 ranks outside tensor and pipeline"):
+        titan("[parallelism]\nexpert_parallel_degree = 4\ntensor_parallel_degree = 4\n", world_size=8)
+
+
+def test_malformed_toml_is_a_located_error(titan):
+    with pytest.raises(strategy.StrategyError) as e:
+        titan("[parallelism]\ntensor_parallel_degree = = 2\n")
+    assert e.value.line == 2 and e.value.message.startswith("invalid TOML")
+
+
+# --- accelerate ---------------------------------------------------------------------------------------------------------
+
+def test_num_processes_is_the_world_size_and_its_entry_lists_the_degrees_it_sized(acc):
+    imported = acc("distributed_type: MULTI_GPU\nnum_processes: 4\n")
+    assert imported.world_size == 4 and imported.strategy.hybrid_configs.dp_degree == 4
+    assert "hybrid_configs.dp_degree" in entry(imported, "num_processes").fields
+    overridden = acc("distributed_type: MULTI_GPU\nnum_processes: 4\n", world_size=8)
+    assert overridden.world_size == 8 and entry(overridden, "num_processes").status == "no counterpart"
+
+
+@pytest.mark.parametrize("strategy_, stage", [("FULL_SHARD", 3), ("SHARD_GRAD_OP", 2), ("2", 2)])
+def test_fsdp_sharding_strategies_are_zero_stages(acc, strategy_, stage):
+    hybrid = acc(f"distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: {strategy_}\n"
+                 ).strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (1, 8, stage)
+
+
+def test_no_shard_and_multi_gpu_replicate(acc):
+    for text in ("distributed_type: FSDP\nnum_processes: 8\nfsdp_config:\n  fsdp_sharding_strategy: NO_SHARD\n",
+                 "distributed_type: MULTI_GPU\nnum_processes: 8\n"):
+        hybrid = acc(text).strategy.hybrid_configs
+        assert (hybrid.dp_degree, hybrid.sharding_degree) == (8, 1)
+
+
+def test_hybrid_shard_shards_within_a_machine_and_replicates_across(acc):
+    hybrid = acc("distributed_type: FSDP\nnum_processes: 16\nnum_machines: 2\nfsdp_config:\n"
+                 "  fsdp_sharding_strategy: HYBRID_SHARD\n").strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (2, 8, 3)
+
+
+def test_plain_mixed_precision_is_autocast_with_torchs_scaler(acc):
+    configs = acc("distributed_type: MULTI_GPU\nmixed_precision: fp16\nnum_processes: 2\n").strategy.amp_configs
+    assert (configs.dtype, configs.use_pure_fp16, configs.incr_every_n_steps, configs.decr_every_n_nan_or_inf) == (
+        "float16", False, 2000, 1)
+
+
+def test_a_deepspeed_file_it_names_is_imported_after_its_key(acc, write):
+    write("ds.json", '{"zero_optimization": {"stage": 3}, "bf16": {"enabled": true}}')
+    imported = acc("distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 4\n")
+    assert [e.key for e in imported.entries] == [
+        "distributed_type", "deepspeed_config.deepspeed_config_file",
+        "deepspeed_config.deepspeed_config_file.zero_optimization.stage",
+        "deepspeed_config.deepspeed_config_file.bf16.enabled", "num_processes"]
+    hybrid = imported.strategy.hybrid_configs
+    assert (hybrid.sharding_degree, hybrid.sharding_configs.stage, imported.strategy.amp_configs.use_pure_bf16) == (4, 3, True)
+
+
+def test_a_missing_file_it_names_is_unresolved_naming_the_path(acc, tmp_path):
+    e = entry(acc("distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: gone.json\n"),
+              "deepspeed_config.deepspeed_config_file")
+    assert e.status == "unresolved" and str(tmp_path / "gone.json") in e.reason
+
+
+def test_accelerates_deepspeed_plugin_runs_stage_2_unless_told(acc):
+    hybrid = acc("distributed_type: DEEPSPEED\nnum_processes: 4\n").strategy.hybrid_configs
+    assert (hybrid.sharding_degree, hybrid.sharding_configs.stage) == (4, 2)
+
+
+def test_parallelism_config_gives_the_degrees(acc):
+    hybrid = acc("distributed_type: FSDP\nnum_processes: 8\nparallelism_config:\n"
+                 "  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: 2\n"
+                 "  parallelism_config_tp_size: 2\n").strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.sharding_degree, hybrid.mp_degree) == (2, 2, 2)
+
+
+def test_malformed_yaml_is_a_located_error(acc):
+    with pytest.raises(strategy.StrategyError) as e:
+        acc("distributed_type: FSDP\nfsdp_config: [unclosed\n")
+    assert e.value.line == 3
+
+
+# --- Megatron -----------------------------------------------------------------------------------------------------------
+
+def test_the_distributed_optimizer_is_zero_stage_1_over_the_data_ranks(meg):
+    hybrid = meg("--tensor-model-parallel-size 2 --use-distributed-optimizer", world_size=8).strategy.hybrid_configs
+    assert (hybrid.mp_degree, hybrid.dp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (2, 1, 4, 1)
+
+
+def test_sequence_parallel_maps_above_tp_1_and_says_why_not_at_tp_1(meg):
+    assert meg("--tensor-model-parallel-size 2 --sequence-parallel").strategy.hybrid_configs.mp_configs.sequence_parallel
+    e = entry(meg("--tensor-model-parallel-size 1 --sequence-parallel"), "sequence-parallel")
+    assert e.status == "no counterpart" and "Megatron itself turns sequence parallelism off at tp 1" in e.reason
+
+
+def test_virtual_stages_come_from_the_layers_per_virtual_stage(meg):
+    s = meg("--num-layers 32 --pipeline-model-parallel-size 4 --num-layers-per-virtual-pipeline-stage 4 "
+            "--micro-batch-size 1 --global-batch-size 16", world_size=4).strategy
+    assert (s.pipeline_configs.schedule_mode, s.hybrid_configs.pp_configs.virtual_pp_degree,
+            s.pipeline_configs.accumulate_steps) == ("VPP", 2, 16)
+
+
+def test_recompute_is_full_recomputation_only(meg):
+    assert meg("--recompute-granularity full").strategy.recompute
+    for args, key in (("--recompute-granularity selective", "recompute-granularity"),
+                      ("--recompute-activations", "recompute-activations")):
+        assert entry(meg(args), key).status == "no counterpart"
+
+
+def test_batch_size_ramp_up_has_no_counterpart_and_the_global_batch_sets_the_accumulation(meg):
+    imported = meg("--micro-batch-size 2 --global-batch-size 64 --rampup-batch-size 16 16 1000", world_size=8)
+    assert entry(imported, "rampup-batch-size").status == "no counterpart"
+    assert imported.strategy.gradient_merge_configs.k_steps == 4
+
+
+def test_auto_is_a_real_value_for_megatron(meg):
+    e = entry(meg("--attention-backend auto"), "attention-backend")
+    assert (e.value, e.status) == ("auto", "no counterpart")
+
+
+def test_fp16_brings_megatrons_loss_scaler(meg):
+    configs = meg("--fp16 --loss-scale-window 500").strategy.amp_configs
+    assert (configs.init_loss_scaling, configs.incr_every_n_steps, configs.use_pure_fp16) == (2.0 ** 32, 500, True)
+
+
+def test_a_degree_that_is_not_a_number_names_the_flag(meg):
+    with pytest.raises(strategy.StrategyError) as e:
+        meg("--tensor-model-parallel-size two")
+    assert e.value.field == "tensor-model-parallel-size" and e.value.line == 1
+
+
+# --- detection ----------------------------------------------------------------------------------------------------------
+
+def test_a_file_whose_kind_cannot_be_told_lists_the_kinds(write):
+    for name, text in (("notes.txt", "hello\n"), ("other.yaml", "model: llama\n")):
+        with pytest.raises(strategy.StrategyError, match="deepspeed, torchtitan, accelerate, megatron"):
+            import_config(write(name, text))
+
+
+def test_the_kind_can_be_named(write):
+    path = write("launch.txt", "python train.py --micro-batch-size 4\n")
+    assert import_config(path, kind="megatron").kind == "megatron"
+    with pytest.raises(strategy.StrategyError, match="unknown kind 'colossal'"):
+        import_config(path, kind="colossal")
