@@ -63,14 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     s, hcg = started
     model, encode = build_model(args.model, args.seq_len)
     try:
-        parallel.parallelize(model)
+        model = parallel.parallelize(model)  # with pp_degree > 1: this rank's pipeline stages of it
     except strategy.StrategyError as e:
         print(e, file=sys.stderr)
         return 1
-    parallel.cast_for_amp(model)  # bf16/fp16 weights under amp_configs.use_pure_*, with fp32 masters in the optimizer
+    whole = model.module if hcg.pp_size > 1 else model  # the (pruned) Hugging Face model itself
+    parallel.cast_for_amp(whole)  # bf16/fp16 weights under amp_configs.use_pure_*, with fp32 masters in the optimizer
     if hcg.resolved.mp.fused_linear_param_grad_add:
-        parallel.add_main_grad(model)
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0))
+        parallel.add_main_grad(whole)
+    # Clipped at 1.0 inside step() (Paddle's grad_clip), so a pipeline's train_batch clips too.
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0),
+                                           max_grad_norm=1.0)
     lead = hcg.rank == 0
     if lead:
         print(strategy.explain(s, world_size=hcg.world_size), flush=True)
@@ -103,14 +106,17 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
         starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
         mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
         ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
-        # This sep rank's chunk of every row, targets shifted before the cut (the whole rows at sep_degree 1).
-        piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
-        with parallel.autocast():  # the strategy's amp
-            loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0 when asked to
-        opt.scale(loss).backward()
-        opt.clip_grad_norm_(1.0)
-        opt.step()
-        opt.zero_grad()
+        if hcg.pp_size > 1:  # the schedule over pipeline_configs.accumulate_steps micro-batches, then one step
+            with parallel.autocast():
+                loss = torch.tensor(model.train_batch((ids, ids), opt))
+        else:
+            # This sep rank's chunk of every row, targets shifted before the cut (the whole rows at sep_degree 1).
+            piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
+            with parallel.autocast():  # the strategy's amp
+                loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0 if asked
+            opt.scale(loss).backward()
+            opt.step()  # clips at 1.0 first
+            opt.zero_grad()
         losses.append(global_mean(loss, hcg))
         if bar:
             bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * (step + 1) / (time.perf_counter() - start):,.0f}")

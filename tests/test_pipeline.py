@@ -48,14 +48,14 @@ def test_the_demo_gpt_pipelined_trains_as_one_process(pools):
 
 def test_a_batch_the_pipeline_fields_do_not_give_is_refused_naming_them(pools):
     message = pools(2).run(cases.batch_error, cases.pp_text(2, acc=4, mbs=1), 6)[0]
-    assert message == ("pipeline_configs.accumulate_steps: the batch has 6 rows, but a pipeline step takes "
+    assert message == ("the batch has 6 rows, but a pipeline step takes "
                        "pipeline_configs.micro_batch_size × accumulate_steps = 1 × 4 = 4 per data rank; give that many "
                        "rows, or change the two fields")
 
 
 def test_layers_the_chunks_do_not_divide_and_tied_weights_are_refused_before_any_change(pools):
     message, whole = pools(2).run(cases.split_error, cases.pp_text(2, virtual=2), 6)[0]
-    assert message == ("hybrid_configs.pp_degree: LlamaForCausalLM.model.layers has 6 blocks, which 4 pipeline chunks "
+    assert message == ("LlamaForCausalLM.model.layers has 6 blocks, which 4 pipeline chunks "
                        "(pp_degree × virtual_pp_degree) do not divide; use a product among [1, 2, 3, 6]")
     assert whole
     message, whole = pools(2).run(cases.split_error, cases.pp_text(2), 4, True)[0]
@@ -80,3 +80,16 @@ def test_a_checkpoint_saved_at_pp2_loads_at_other_pipeline_degrees_exactly(pools
     assert loaded["full"].keys() == saved.keys() and loaded["resharded"] == resharded
     for key, value in saved.items():
         assert torch.equal(loaded["full"][key], value), key
+
+
+def test_paddles_4d_strategy_file_fine_tunes_a_llama_on_8_ranks(pools):
+    from conftest import ROOT
+
+    path = ROOT.parent / "shared" / "fixtures" / "paddle-hybrid" / "llama_4d.prototxt"
+    results = pools(8).run(cases.paddle_4d_fine_tunes, str(path), 3, timeout=300)
+    first = results[0]
+    assert first["degrees"] == {"dp": 1, "pp": 2, "sharding": 2, "sep": 1, "cp": 1, "mp": 2}
+    assert (first["stage"], first["amp"]) == (1, "bfloat16")
+    assert [r["stages"] for r in results] == [[0], [0], [0], [0], [1], [1], [1], [1]]  # pp outside sharding and mp
+    assert first["units"] == ["model.layers.0", "model.layers.1"]  # recompute: true, every decoder layer of the stage
+    assert all(r["losses"] == first["losses"] for r in results) and first["losses"][-1] < first["losses"][0]

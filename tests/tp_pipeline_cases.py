@@ -106,7 +106,7 @@ def split_error(text: str, layers: int, tied: bool = False) -> tuple[str, bool]:
         model.lm_head.weight = model.model.embed_tokens.weight
     names = [n for n, _ in model.named_parameters()]
     try:
-        parallel.parallelize(model)
+        parallel.parallelize(model, plan={})
     except strategy.StrategyError as e:
         return str(e), [n for n, _ in model.named_parameters()] == names
     raise AssertionError("no error")
@@ -128,29 +128,9 @@ def demo_parity(text: str, steps: int = 3) -> dict:
     model, _ = gpt.build(cfg, hcg)  # a fresh one, for the parameter names of this rank
     names = sorted(n for n, _ in model.named_parameters())
     parallel.destroy()
-    init(strategy.loads(f"hybrid_configs {{ dp_degree: {hcg.world_size // hcg.pp_size // hcg.mp_size} "
-                        f"mp_degree: {hcg.mp_size} }}"))
-    single = _demo_micro_batched(gpt, cfg, parallel.current(), p.accumulate_steps)
-    return {"losses": summary["losses"], "ref_losses": single, "names": names}
-
-
-def _demo_micro_batched(gpt, cfg, hcg, micro: int) -> list[float]:
-    """The same steps without a pipeline: each batch as `micro` micro-batches, gradients averaged, one update."""
-    model, opt = gpt.build(cfg, hcg)
-    data = gpt.corpus()
-    losses = []
-    for step in range(cfg.steps):
-        ids, targets = gpt.batch(data, step, cfg, hcg)
-        total = 0.0
-        for x, y in zip(ids.chunk(micro), targets.chunk(micro)):
-            loss = model(x, y) / micro
-            loss.backward()
-            total += float(loss)
-        opt.clip_grad_norm_(cfg.clip)
-        opt.step()
-        opt.zero_grad()
-        losses.append(gpt.global_mean(torch.tensor(total), hcg))
-    return losses
+    # The same batches without a pipeline: dp over the same ranks, each half of the rows (the same mean gradient).
+    reference = init(strategy.loads(f"hybrid_configs {{ dp_degree: {hcg.world_size // hcg.mp_size} mp_degree: {hcg.mp_size} }}"))
+    return {"losses": summary["losses"], "ref_losses": gpt.train(cfg, reference)["losses"], "names": names}
 
 
 def save_pipelined(text: str, path: str, steps: int = 2) -> dict:
@@ -181,3 +161,27 @@ def load_pipelined(text: str, path: str) -> dict:
         warnings.simplefilter("ignore")
         info = parallel.load(path, model, opt)
     return {"full": parallel.full_state_dict(model), "resharded": info.resharded, "step": info.step}
+
+
+def paddle_4d_fine_tunes(path: str, steps: int) -> dict:
+    """Paddle's own 4-D strategy file (mp 2 × pp 2 × sharding 2, bf16, recompute) through examples/finetune_hf.py's
+    loop on a small Llama: this rank's part and the losses."""
+    import argparse
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    finetune = importlib.import_module("finetune_hf")
+    hcg = init(strategy.load(path))
+    model = parallel.parallelize(llama())
+    parallel.cast_for_amp(model.module)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), max_grad_norm=1.0)
+    rows = hcg.resolved.pipeline.micro_batch_size * hcg.resolved.pipeline.accumulate_steps * hcg.data_size
+    args = argparse.Namespace(steps=steps, batch_size=rows, seq_len=SEQ)
+    data = torch.randint(0, VOCAB, (4096,), generator=torch.Generator().manual_seed(0))
+    summary = finetune.train(model, opt, data, args, hcg, progress=False)
+    return {"losses": summary["losses"], "stages": list(model.stage_ids), "degrees": hcg.resolved.degrees,
+            "stage": hcg.resolved.sharding.stage, "amp": hcg.resolved.amp.dtype,
+            "units": sorted(n for n, m in model.module.named_modules() if getattr(m, "_parallel_recompute", False))}
