@@ -230,3 +230,11 @@ def test_explain_shows_what_will_run(path):
         assert path.name == "llama4_17bx128e.toml" or unimplemented, e
         return
     assert "hybrid_configs.dp_degree" in text and f"process groups for {imported.world_size} ranks" in text
+
+
+def test_torchtitans_llama4_preset_cannot_run_and_resolve_says_why():
+    """Its pp 4 gets one micro-batch a step (local_batch_size 1, micro-batches of 1): too few for 1F1B."""
+    imported = import_config(MORE / "torchtitan" / "llama4_17bx128e.toml", world_size=64)
+    assert (imported.strategy.hybrid_configs.pp_degree, imported.strategy.pipeline_configs.accumulate_steps) == (4, 1)
+    with pytest.raises(strategy.StrategyError, match=r"pipeline_configs\.accumulate_steps = 1 is too few micro-batches"):
+        strategy.resolve(imported.strategy, world_size=64)

@@ -7,7 +7,11 @@ import pytest
 import strategy
 from strategy.importers import import_config
 from strategy.importers.common import Unexpanded
-from strategy.importers.shell import flags
+from strategy.importers.launcher import flags
+
+
+def entry_value(imported, key):
+    return next(e.value for e in imported.entries if e.key == key)
 
 
 def values(script: str) -> dict[str, object]:
@@ -47,6 +51,7 @@ def test_what_only_a_run_knows_is_unresolved_with_the_reason(write):
     imported = import_config(write("t.sh", 'CKPT=$1\nOUT="$(date)"\nrun --tensor-model-parallel-size 2 --save $CKPT '
                                            "--tensorboard-dir $OUT --data-cache-path $HOME/cache\n"))
     reasons = {e.key: (e.status, e.reason) for e in imported.entries}
+    assert entry_value(imported, "save") == "$CKPT"
     assert reasons["save"] == ("unresolved", "$1 is an argument of the script, known only when it runs")
     assert reasons["tensorboard-dir"] == ("unresolved", "$(date) is a command's output, known only when the script runs")
     assert reasons["data-cache-path"] == ("unresolved", "$HOME is not set in the script (it comes from the environment)")

@@ -16,7 +16,8 @@ from ..errors import Location, StrategyError
 from ..formats import decode
 from ..io import from_dict, read_bytes
 from .common import AUTO, Leaf, NoCounterpart, Nothing, Tool, Unexpanded, located, show
-from .plan import Occurrence, Outcome, plan
+from .facts import Occurrence, Outcome
+from .plan import plan
 
 __all__ = ["KINDS", "STATUSES", "Entry", "Imported", "import_config", "report"]
 
@@ -236,4 +237,5 @@ def _entry(leaf: Leaf, early: Outcome | None, outcomes: list[Outcome], note: str
     reason = "; ".join(dict.fromkeys(reasons))
     if status != "mapped" and not reason:
         raise AssertionError(f"{leaf.key}: {status} without a reason")
-    return Entry(key=leaf.key, value=leaf.value, status=status, fields=fields, reason=reason, where=leaf.where)
+    value = leaf.value.text if isinstance(leaf.value, Unexpanded) else leaf.value  # `$1` stays as written
+    return Entry(key=leaf.key, value=value, status=status, fields=fields, reason=reason, where=leaf.where)

@@ -7,13 +7,13 @@ carved out of the data ranks), `megatron/core/num_microbatches_calculator.py` (m
 (micro × dp)), `megatron/core/optimizer/__init__.py` (the fp16 loss scaler: 2^32 to start, ×2 after
 --loss-scale-window clean steps, ÷2 on overflow once --hysteresis is spent) and the distributed optimizer guide
 https://docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/dist_optimizer.html (ZeRO-1 over dp). The
-script is read, not run (see `shell`): every branch counts, and a flag given twice keeps its last value.
+script is read, not run (see `launcher`): every branch counts, and a flag given twice keeps its last value.
 """
 
 from __future__ import annotations
 
 from .common import CLIP, SCALE_FLOOR, SELECTIVE, Leaf, NoCounterpart, Rule, Tool, choice, const, integer, number
-from .shell import flags
+from .launcher import flags
 
 __all__ = ["TOOL"]
 

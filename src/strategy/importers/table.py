@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 
 from .common import Rule, Tool, show
-from .plan import FACTS
+from .facts import FACTS
 
 __all__ = ["markdown"]
 

@@ -1,0 +1,86 @@
+"""The facts a config states (tensor degree, ZeRO stage, micro-batch size, ...), what each sets, and the schedules.
+
+The tools' rules name these facts; `plan` turns them into fields; `table` prints what each sets.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+__all__ = ["FACTS", "SCHEDULES", "Occurrence", "Outcome", "Schedule"]
+
+# What each fact sets, for the mapping table (the rules say which key states it and how its value reads).
+FACTS: dict[str, str] = {
+    "world_size": "the world size: the degrees it sizes",
+    "num_machines": "the machines (HYBRID_SHARD shards within one)",
+    "data_ranks": "the data ranks (dp_degree × sharding_degree)",
+    "tp": "hybrid_configs.mp_degree",
+    "pp": "hybrid_configs.pp_degree",
+    "sep": "hybrid_configs.sep_degree",
+    "cp": "hybrid_configs.cp_degree",
+    "ep": "hybrid_configs.ep_degree (carved out of the ranks outside mp and pp)",
+    "replicate": "hybrid_configs.dp_degree",
+    "shard": "hybrid_configs.sharding_degree (-1: the data ranks left)",
+    "shard_group": "hybrid_configs.sharding_degree = this, dp_degree = the data ranks left (HSDP)",
+    "zero_stage": "hybrid_configs.sharding_configs.stage; 1-3 shard over every data rank (dp_degree 1, "
+                  "sharding_degree = the data ranks), 0 replicates (dp_degree = the data ranks)",
+    "data_mode": "how the data ranks split: sharded (sharding_degree, stage 3 unless a key says otherwise) "
+                 "or replicated (dp_degree)",
+    "fsdp_stage": "hybrid_configs.sharding_configs.stage while the data ranks are sharded (0: replicated)",
+    "reshard": "hybrid_configs.sharding_configs.stage: 3 when parameters are freed after forward, else 2",
+    "micro": "pipeline_configs.micro_batch_size under pp; else the data loader's batch (no counterpart)",
+    "global": "the accumulation, global / (micro × data ranks): pipeline_configs.accumulate_steps under pp, "
+              "else gradient_merge, gradient_merge_configs.k_steps and avg when > 1",
+    "accum": "pipeline_configs.accumulate_steps under pp, else gradient_merge, gradient_merge_configs.k_steps and "
+             "avg when > 1",
+    "pp_micro": "pipeline_configs.micro_batch_size under pp (the local batch cut into micro-batches of this size)",
+    "schedule": "pipeline_configs.schedule_mode (with hybrid_configs.pp_configs.virtual_pp_degree or "
+                "use_dualpipev)",
+    "virtual": "hybrid_configs.pp_configs.virtual_pp_degree (model chunks per pipeline rank)",
+    "layers_per_virtual": "hybrid_configs.pp_configs.virtual_pp_degree = layers / pp_degree / this",
+    "layers_per_stage": "hybrid_configs.pp_configs.virtual_pp_degree = layers / pp_degree / this",
+    "num_layers": "read to size the virtual pipeline stages; otherwise the model's (no counterpart)",
+    "amp": "amp, amp_configs.dtype; pure: use_pure_bf16 / use_pure_fp16 (weights in that dtype, fp32 masters); "
+           "float16: the tool's loss scaler",
+    "init_scale": "amp_configs.init_loss_scaling",
+    "scale_power": "amp_configs.init_loss_scaling = 2^p",
+    "static_scale": "0: dynamic scaling; else amp_configs.init_loss_scaling with use_dynamic_loss_scaling false",
+    "scale_window": "amp_configs.incr_every_n_steps",
+    "hysteresis": "amp_configs.decr_every_n_nan_or_inf",
+    "recompute": "recompute (every block of the model)",
+    "sequence_parallel": "hybrid_configs.mp_configs.sequence_parallel when mp_degree > 1",
+}
+
+
+class Schedule(NamedTuple):
+    mode: str | None  # pipeline_configs.schedule_mode (None: DualPipeV runs whatever it says)
+    virtual: int = 1  # model chunks per rank the schedule runs with unless a key says
+    dualpipev: bool = False
+
+
+# Pipeline schedules by torch.distributed.pipelining's names (torchtitan's spelling; the other tools' readers
+# translate to them), onto Paddle's schedule_mode as pipeline_configs.schedule_mode documents it: GPipe is "FThenB"
+# (LoopedBFS with virtual stages), interleaved 1F1B "VPP", the zero-bubble ones "ZBH1" and the V-shaped "ZBVPP",
+# DualPipeV pp_configs.use_dualpipev. Multi-stage schedules get 2 chunks per rank unless a key says otherwise, as
+# torchtitan's pipeline_parallel.py does.
+SCHEDULES: dict[str, Schedule] = {
+    "1F1B": Schedule("1F1B"),
+    "GPipe": Schedule("FThenB"),
+    "Interleaved1F1B": Schedule("VPP", 2),
+    "LoopedBFS": Schedule("FThenB", 2),
+    "InterleavedZeroBubble": Schedule("ZBH1", 2),
+    "ZBVZeroBubble": Schedule("ZBVPP", 2),
+    "DualPipeV": Schedule(None, 2, dualpipev=True),
+}
+
+
+class Occurrence(NamedTuple):
+    fact: str
+    value: Any
+    entry: int  # index into the leaves
+
+
+class Outcome(NamedTuple):
+    status: str  # "mapped", "unresolved" or "no counterpart"
+    fields: tuple[str, ...]
+    reason: str
