@@ -116,7 +116,7 @@ class MpConfig(_message.Message):
     def __init__(self, sync_param: _Optional[bool] = ..., sync_grad: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ..., mp_async_allreduce: _Optional[bool] = ..., mp_skip_c_identity: _Optional[bool] = ..., mp_fused_linear_param_grad_add: _Optional[bool] = ..., need_broadcast_data: _Optional[bool] = ..., recompute_allgather: _Optional[bool] = ..., sp_async_reduce_scatter: _Optional[bool] = ..., nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., sequence_parallel: _Optional[bool] = ..., tp_plan: _Optional[_Iterable[_Union[TpRule, _Mapping]]] = ...) -> None: ...
 
 class PpConfig(_message.Message):
-    __slots__ = ("dp_comm_overlap", "delay_scale_loss", "enable_timer", "sharding_comm_overlap", "profiling", "release_gradients", "overlap_p2p_comm", "clear_every_step_cache", "use_batch_p2p_comm", "best_unbalanced_scheduler", "enable_offload_queue", "enable_dynamic_shape", "use_dualpipev", "forward_backward_overlap_scheduler", "coll_nccl_config", "p2p_nccl_config", "shared_nccl_config", "sync_param", "sync_moment", "sync_mode")
+    __slots__ = ("dp_comm_overlap", "delay_scale_loss", "enable_timer", "sharding_comm_overlap", "profiling", "release_gradients", "overlap_p2p_comm", "clear_every_step_cache", "use_batch_p2p_comm", "best_unbalanced_scheduler", "enable_offload_queue", "enable_dynamic_shape", "use_dualpipev", "forward_backward_overlap_scheduler", "coll_nccl_config", "p2p_nccl_config", "shared_nccl_config", "sync_param", "sync_moment", "sync_mode", "virtual_pp_degree")
     DP_COMM_OVERLAP_FIELD_NUMBER: _ClassVar[int]
     DELAY_SCALE_LOSS_FIELD_NUMBER: _ClassVar[int]
     ENABLE_TIMER_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +137,7 @@ class PpConfig(_message.Message):
     SYNC_PARAM_FIELD_NUMBER: _ClassVar[int]
     SYNC_MOMENT_FIELD_NUMBER: _ClassVar[int]
     SYNC_MODE_FIELD_NUMBER: _ClassVar[int]
+    VIRTUAL_PP_DEGREE_FIELD_NUMBER: _ClassVar[int]
     dp_comm_overlap: bool
     delay_scale_loss: bool
     enable_timer: bool
@@ -157,7 +158,8 @@ class PpConfig(_message.Message):
     sync_param: bool
     sync_moment: bool
     sync_mode: str
-    def __init__(self, dp_comm_overlap: _Optional[bool] = ..., delay_scale_loss: _Optional[bool] = ..., enable_timer: _Optional[bool] = ..., sharding_comm_overlap: _Optional[bool] = ..., profiling: _Optional[bool] = ..., release_gradients: _Optional[bool] = ..., overlap_p2p_comm: _Optional[bool] = ..., clear_every_step_cache: _Optional[bool] = ..., use_batch_p2p_comm: _Optional[bool] = ..., best_unbalanced_scheduler: _Optional[bool] = ..., enable_offload_queue: _Optional[bool] = ..., enable_dynamic_shape: _Optional[bool] = ..., use_dualpipev: _Optional[bool] = ..., forward_backward_overlap_scheduler: _Optional[bool] = ..., coll_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., p2p_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., shared_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., sync_param: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ...) -> None: ...
+    virtual_pp_degree: int
+    def __init__(self, dp_comm_overlap: _Optional[bool] = ..., delay_scale_loss: _Optional[bool] = ..., enable_timer: _Optional[bool] = ..., sharding_comm_overlap: _Optional[bool] = ..., profiling: _Optional[bool] = ..., release_gradients: _Optional[bool] = ..., overlap_p2p_comm: _Optional[bool] = ..., clear_every_step_cache: _Optional[bool] = ..., use_batch_p2p_comm: _Optional[bool] = ..., best_unbalanced_scheduler: _Optional[bool] = ..., enable_offload_queue: _Optional[bool] = ..., enable_dynamic_shape: _Optional[bool] = ..., use_dualpipev: _Optional[bool] = ..., forward_backward_overlap_scheduler: _Optional[bool] = ..., coll_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., p2p_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., shared_nccl_config: _Optional[_Union[NCCLConfig, _Mapping]] = ..., sync_param: _Optional[bool] = ..., sync_moment: _Optional[bool] = ..., sync_mode: _Optional[str] = ..., virtual_pp_degree: _Optional[int] = ...) -> None: ...
 
 class DygraphShardingConfig(_message.Message):
     __slots__ = ("tensor_fusion", "accumulate_steps", "comm_overlap", "split_param", "fuse_optimizer", "use_reduce_avg", "comm_buffer_size_MB", "release_gradients", "free_grads_in_comm", "enable_fuse_optimizer_states", "nccl_config", "check_nccl_config", "offload_opt_buffer_size", "stage")

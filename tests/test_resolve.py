@@ -81,7 +81,7 @@ def test_world_size_not_divisible_cannot_infer_dp():
         strategy.resolve(make(2), world_size=3)
 
 
-@pytest.mark.parametrize("name", ["pp_degree", "cp_degree"])
+@pytest.mark.parametrize("name", ["cp_degree"])
 def test_unimplemented_degrees_are_errors_naming_the_field(name):
     s = make(1)
     setattr(s.hybrid_configs, name, 2)
@@ -209,12 +209,12 @@ def test_every_mp_setting_of_an_inactive_mp_group_is_noted_and_its_plan_applies_
 
 
 def test_positions_survive_other_loads_while_the_message_is_used():
-    s = strategy.loads("hybrid_configs {\n pp_degree: 2\n}")
+    s = strategy.loads("hybrid_configs {\n cp_degree: 2\n}")
     for _ in range(40):
         strategy.loads("")
         support_recall = strategy.support.recall(s)  # using it keeps it
     assert support_recall.positions
-    with pytest.raises(StrategyError, match=r"^<string>:2:2: hybrid_configs.pp_degree = 2 is not implemented"):
+    with pytest.raises(StrategyError, match=r"^<string>:2:2: hybrid_configs.cp_degree = 2 is not implemented"):
         strategy.resolve(s, world_size=2)
 
 

@@ -97,14 +97,6 @@ def test_paddles_llama_sharding_configs_resolve_once_pp_is_left_out():
                             "Paddle's comm-overlap buffers") for n in r.notes)
 
 
-def test_paddles_llama_fails_strictly_on_pp_only():
-    with pytest.raises(StrategyError) as info:
-        strategy.resolve(strategy.load(LLAMA_4D), world_size=8)
-    fields = [line.split(": ", 1)[1].split(" = ")[0] for line in str(info.value).splitlines()]
-    assert fields == ["hybrid_configs.pp_degree", "hybrid_configs.pp_configs.delay_scale_loss",
-                      "hybrid_configs.pp_configs.release_gradients"]
-
-
 def test_an_always_on_flag_set_false_is_noted_with_what_fsdp2_does():
     r = resolve("hybrid_configs { sharding_degree: 2 sharding_configs { split_param: false comm_overlap: true } }", 2)
     assert ("hybrid_configs.sharding_configs.split_param is set to false but has no effect: FSDP2 splits every "

@@ -131,18 +131,18 @@ def test_validate_reports_a_bad_order_at_its_line(write):
 
 
 def test_explain_prints_the_groups_of_every_axis_above_1_in_order_even_not_implemented_ones(write):
-    path = write("h.prototxt", "hybrid_configs { pp_degree: 2 sharding_degree: 2 mp_degree: 2 }")
+    path = write("h.prototxt", "hybrid_configs { cp_degree: 2 sharding_degree: 2 mp_degree: 2 }")
     result = strategy_cli("explain", str(path), "--world-size", "16")
     assert result.returncode == 0, result.stderr
     groups = result.stdout.split("\n\n")[-1].splitlines()
     assert groups[:5] == [
         "process groups for 16 ranks (order dp, pp, sharding, sep, cp, mp; mp innermost):",
         "  dp groups: [0, 8] [1, 9] [2, 10] [3, 11] [4, 12] [5, 13] [6, 14] [7, 15]",
-        "  pp groups: [0, 4] [1, 5] [2, 6] [3, 7] [8, 12] [9, 13] [10, 14] [11, 15]  (not implemented yet)",
-        "  sharding groups: [0, 2] [1, 3] [4, 6] [5, 7] [8, 10] [9, 11] [12, 14] [13, 15]",
+        "  sharding groups: [0, 4] [1, 5] [2, 6] [3, 7] [8, 12] [9, 13] [10, 14] [11, 15]",
+        "  cp groups: [0, 2] [1, 3] [4, 6] [5, 7] [8, 10] [9, 11] [12, 14] [13, 15]  (not implemented yet)",
         "  mp groups: [0, 1] [2, 3] [4, 5] [6, 7] [8, 9] [10, 11] [12, 13] [14, 15]",
     ]
-    assert groups[5].startswith("  (pp: not implemented yet; policy 'strict' rejects the file, 'warn' runs it at degree 1")
+    assert groups[5].startswith("  (cp: not implemented yet; policy 'strict' rejects the file, 'warn' runs it at degree 1")
     dp_row = next(line for line in result.stdout.splitlines() if line.startswith("hybrid_configs.dp_degree"))
     assert dp_row.split()[-2:] == ["inferred:", "2"]  # the file's layout, as the groups show it
 
@@ -160,5 +160,5 @@ def test_explain_on_one_rank_says_there_are_no_groups():
 
 
 def test_explain_says_why_a_files_degrees_give_no_groups():
-    text = strategy.explain(strategy.loads("hybrid_configs { pp_degree: 3 }"), world_size=4)
+    text = strategy.explain(strategy.loads("hybrid_configs { cp_degree: 3 }"), world_size=4)
     assert text.splitlines()[-1].startswith("process groups: none, cannot infer dp_degree: world size 4 is not divisible")

@@ -12,7 +12,8 @@ from .importers import Imported, import_config
 from .io import dump, dumps, from_dict, load, loads, to_dict
 from .memory import ModelStateBytes, ModelStateMemory
 from .resolution import TP_STYLES, Resolved, resolve
-from .settings import AmpSettings, GradientMergeSettings, MpSettings, RecomputeSettings, ShardingSettings
+from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
+                       ShardingSettings)
 from .topology import Topology
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "ModelStateMemory",
     "MpConfig",
     "MpSettings",
+    "PipelineSettings",
     "Resolved",
     "ShardingSettings",
     "StrategyError",

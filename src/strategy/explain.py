@@ -26,15 +26,18 @@ def show_value(value: object) -> str:
 def explain(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None) -> str:
     """A table of every field the strategy sets and every implemented setting (value, set or default, effect and
     why not), broken rules, notes, and the process groups of every axis of degree > 1 for the world size, as the
-    file lays them out (also axes not implemented yet, marked). With `params`, each rank's model-state memory for
-    a model of that many parameters (`Resolved.model_state_memory`). A strategy that breaks a `requires` rule or
-    sets what is not implemented is explained, not rejected.
+    file lays them out (also axes not implemented yet, marked). With pp_degree > 1, the torch schedule, each pp rank's
+    stages and what a step takes. With `params`, each rank's model-state memory for a model of that many parameters
+    (`Resolved.model_state_memory`). A strategy that breaks a `requires` rule, sets what is not implemented or
+    whose pipeline cannot run (too few micro-batches, ...) is explained, not rejected.
 
     Raises:
         StrategyError: the degrees do not fit the world size.
         ValueError: `params` is not a positive number.
     """
-    resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False, unsupported="report")
+    problems: list[StrategyError] = []
+    resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False, unsupported="report",
+                                             problems=problems)
     review = support.review(s)
     try:  # what the file asks for: a run resolves a degree that is not implemented yet as 1
         asked: Topology | str = layout.requested(s, world_size)
@@ -45,7 +48,7 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None, params: fl
     for path, chain, value, is_set in _rows(s, "", ()):
         field = chain[-1]
         gated = f"no effect: {reasons[path]}" if path in reasons else None
-        effect = gated or review.effects.get(path) or _effect(chain, value, resolved, degrees)
+        effect = gated or review.effects.get(path) or _effect(s, chain, value, resolved, degrees)
         rows.append((path, support.show(field, value), "set" if is_set else "default", effect))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
@@ -54,8 +57,30 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None, params: fl
     if resolved.notes:
         lines += ["", "notes:"] + [f"  {n}" for n in resolved.notes]
     groups = _groups(asked, review) if isinstance(asked, Topology) else [f"process groups: none, {asked}"]
+    stages = [""] + _pipeline(resolved, problems) if resolved.pp_degree > 1 else []
     state = [""] + _memory(resolved, params) if params is not None else []
-    return "\n".join(lines + [""] + groups + state)
+    return "\n".join(lines + [""] + groups + stages + state)
+
+
+def _pipeline(resolved: Resolved, problems: list[StrategyError]) -> list[str]:
+    """The torch schedule that runs, each pp rank's stages, and what a step takes; what keeps it from running."""
+    p = resolved.pipeline
+    shape = "in a V" if p.placement == "v" else "in a loop" if p.virtual_pp_degree > 1 else "one per rank"
+    lines = [f"pipeline: torch.distributed.pipelining.{p.schedule}, {p.num_stages} stages over pp {p.pp_degree} "
+             f"({shape})"]
+    lines += [f"  pp rank {r}: stage{'s' * (p.virtual_pp_degree > 1)} {', '.join(map(str, p.stages_of(r)))}"
+              for r in range(p.pp_degree)]
+    data = resolved.dp_degree * resolved.sharding_degree
+    lines.append(f"  a step: {_count(p.accumulate_steps, 'micro-batch')} (accumulate_steps) × "
+                 f"{_count(p.micro_batch_size, 'sample')} (micro_batch_size) = {_count(p.samples_per_step, 'sample')} "
+                 f"per data rank, {p.samples_per_step * data} over {_count(data, 'data rank')} (dp × sharding)")
+    lines += [f"  cannot run (an error when resolved): {e}" for e in problems]
+    return lines
+
+
+def _count(n: int, word: str) -> str:
+    """"1 sample", "4 samples", "2 micro-batches"."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('h') else 's'}"
 
 
 def _memory(resolved: Resolved, params: float) -> list[str]:
@@ -124,12 +149,12 @@ def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iter
             yield path, here, value, is_set
 
 
-def _effect(chain: tuple[FieldDescriptor, ...], value: object, resolved: Resolved, degrees: dict[str, int]) -> str:
+def _effect(s: DistributedStrategy, chain: tuple[FieldDescriptor, ...], value: object, resolved: Resolved,
+            degrees: dict[str, int]) -> str:
     """`degrees`: the file's own, by field name (also those not implemented yet), when they fit the world size."""
     field = chain[-1]
     if schema.option(field, "always_on"):  # on whatever the value, while its message takes effect
-        gates = [g for g in (schema.option(f, "active_when_parallel") for f in chain) if g]
-        return "always on" if all(getattr(resolved, g) > 1 for g in gates) else "off"
+        return "off" if support.inactive(s, chain) else "always on"
     if schema.option(field, "axis_order"):
         return "outermost first: " + ", ".join(resolved.order)
     if schema.option(field, "axis"):

@@ -64,8 +64,9 @@ def _row(f: FieldDescriptor) -> str:
     elif schema.option(f, "always_on"):  # the documentation says how
         status += ", always on"
     rules = [f"requires `{r}`" for r in [schema.option(f, "requires")] if r]
-    rules += [f"active when `{g}` > 1" for g in [schema.option(f, "active_when_parallel")] if g]
-    rules += [f"active when `{g}` is true" for g in [schema.option(f, "active_when")] if g]
+    gates = [f"`{g}` is true" for g in [schema.option(f, "active_when")] if g]
+    gates += [f"`{g}` > 1" for g in [schema.option(f, "active_when_parallel")] if g]
+    rules += [f"active when {' or '.join(gates)}"] if gates else []
     doc = schema.doc(f) + "".join(f" *({r})*" for r in rules)
     cells = [str(f.number), f"`{f.name}`", type_name, default, status, doc]
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"

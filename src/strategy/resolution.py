@@ -13,17 +13,18 @@ from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from . import layout, memory, rules, schema, support
+from . import layout, memory, pipeline, rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
-from ._generated.hybrid_parallel_pb2 import DygraphShardingConfig, HybridConfig, MpConfig, TpRule, TpStyle
+from ._generated.hybrid_parallel_pb2 import DygraphShardingConfig, HybridConfig, MpConfig, PpConfig, TpRule, TpStyle
 from ._generated.strategy_options_pb2 import IMPLEMENTED
-from .errors import warn
+from .errors import StrategyError, warn
 from .memory import ModelStateMemory
-from .settings import AmpSettings, GradientMergeSettings, MpSettings, RecomputeSettings, ShardingSettings
+from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
+                       ShardingSettings)
 from .topology import Topology
 
-__all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "RecomputeSettings", "Resolved",
-           "ShardingSettings", "resolve", "resolve_with_reasons"]
+__all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
+           "Resolved", "ShardingSettings", "resolve", "resolve_with_reasons"]
 
 # The tensor-parallel styles a plan may name, as Hugging Face spells them ("colwise", ...): from the schema.
 TP_STYLES: tuple[str, ...] = tuple(v.name.lower() for v in TpStyle.DESCRIPTOR.values if v.number > 0)
@@ -39,6 +40,8 @@ class Resolved:
         order: the axis names, outermost first (all six; Paddle's dp, pp, sharding, sep, cp, mp by default).
         mp: the effective model-parallel options.
         sharding: the effective sharding (ZeRO) options; they act only while sharding_degree > 1.
+        pipeline: the torch.distributed.pipelining schedule, its stages and micro-batches (defaults while
+            pp_degree is 1).
         tp_plan: the strategy's tensor-parallel plan (MpConfig.tp_plan), as (module-name glob, style) in order,
             styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
         nccl: per group, the implemented NCCLConfig fields the file set for its communicator
@@ -57,6 +60,7 @@ class Resolved:
     order: tuple[str, ...]
     mp: MpSettings
     sharding: ShardingSettings
+    pipeline: PipelineSettings = PipelineSettings()  # immutable: one shared default is safe
     nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
     tp_plan: tuple[tuple[str, str], ...] = ()
     amp: AmpSettings = AmpSettings()  # immutable: one shared default is safe
@@ -132,12 +136,14 @@ def resolve_with_reasons(
     policy: str = "strict",
     requires: bool = True,
     unsupported: str | None = None,
+    problems: list[StrategyError] | None = None,
 ) -> tuple[Resolved, dict[str, str]]:
     """`resolve`, plus why each gated flag is off, by dotted path, whether or not the file set it (for explain).
 
     `requires=False` resolves a file that breaks a `requires` rule as the warn policy does, without warning.
     `unsupported="report"` resolves not-implemented settings as the warn policy does, without warning (explain
-    shows them from `support.review`).
+    shows them from `support.review`). With `problems`, a pipeline that cannot run (a schedule torch lacks, too few
+    micro-batches) is appended there and resolved as near as it can be, instead of raised.
     """
     rules.check_policy(policy)
     loaded = support.recall(s)
@@ -166,12 +172,14 @@ def resolve_with_reasons(
     mp_group = next(g for g in plan.groups if g.configs == plan.mp)
     mp = MpSettings(**{flag.setting: effective[plan.mp][flag.name] for flag in mp_group.flags})
     sharding = ShardingSettings(**{k: v for k, v in effective[plan.sharding].items() if k in _SHARDING_FIELDS})
+    pipe = pipeline.settings(s, degrees, effective[plan.pp], loaded.positions, loaded.source, policy=policy,
+                             notes=notes, problems=problems)
     nccl = layout.nccl(hybrid, degrees, notes)
     active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
-    return Resolved(**fields_, order=order, mp=mp, sharding=sharding, nccl=nccl, tp_plan=tp_plan,
+    return Resolved(**fields_, order=order, mp=mp, sharding=sharding, pipeline=pipe, nccl=nccl, tp_plan=tp_plan,
                     notes=tuple(notes)), reasons
 
 
@@ -194,6 +202,7 @@ class _Plan(NamedTuple):
     hybrid: str
     mp: str
     sharding: str
+    pp: str
     groups: tuple[_Group, ...]
     tp_plan: str | None  # MpConfig's list of TpRule
 
@@ -208,6 +217,7 @@ def _plan() -> _Plan:
     fields = HybridConfig.DESCRIPTOR.fields
     mp = next(f for f in fields if f.message_type is MpConfig.DESCRIPTOR)
     sharding = next(f for f in fields if f.message_type is DygraphShardingConfig.DESCRIPTOR)
+    pp = next(f for f in fields if f.message_type is PpConfig.DESCRIPTOR)
     groups = tuple(
         _Group(f.name, schema.option(f, "active_when_parallel"), _flags(f.message_type))
         for f in fields
@@ -215,7 +225,7 @@ def _plan() -> _Plan:
         and schema.option(f, "support") == IMPLEMENTED
     )
     tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
-    return _Plan(hybrid.name, mp.name, sharding.name, groups, tp_plan)
+    return _Plan(hybrid.name, mp.name, sharding.name, pp.name, groups, tp_plan)
 
 
 def _flags(desc: Any) -> tuple[_Flag, ...]:

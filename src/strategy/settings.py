@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["AmpSettings", "GradientMergeSettings", "MpSettings", "RecomputeSettings", "ShardingSettings"]
+__all__ = ["AmpSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
+           "ShardingSettings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +55,52 @@ class ShardingSettings:
     def reduce_every_micro_step(self) -> bool:
         """Under gradient merge, reduce-scatter on every micro-step (stages 2-3) rather than once on the last (1)."""
         return self.stage >= 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineSettings:
+    """Effective pipeline: the torch.distributed.pipelining schedule and its stages (pipeline_configs, pp_configs).
+
+    A step takes `micro_batch_size` × `accumulate_steps` samples per data rank, run as `accumulate_steps`
+    micro-batches. `schedule` names the class in torch.distributed.pipelining to run; `virtual_pp_degree` is the
+    number of model chunks (stages) each pp rank holds: 1 for Schedule1F1B and ScheduleGPipe, >= 2 for the
+    interleaved schedules, 2 for the V-shaped ScheduleZBVZeroBubble and ScheduleDualPipeV. `placement`: "loop" (stage
+    s on pp rank s % pp_degree) or "v" (pp rank r holds stages r and 2·pp_degree − 1 − r). The defaults while
+    pp_degree is 1, where nothing pipelines.
+    """
+
+    pp_degree: int = 1
+    micro_batch_size: int = 1
+    accumulate_steps: int = 1
+    virtual_pp_degree: int = 1
+    schedule: str = "Schedule1F1B"
+    placement: str = "loop"
+
+    @property
+    def num_stages(self) -> int:
+        """Stages in all: pp_degree × virtual_pp_degree."""
+        return self.pp_degree * self.virtual_pp_degree
+
+    @property
+    def samples_per_step(self) -> int:
+        """Samples a data rank gives one step (train_batch): micro_batch_size × accumulate_steps."""
+        return self.micro_batch_size * self.accumulate_steps
+
+    def stages_of(self, pp_rank: int) -> tuple[int, ...]:
+        """The stages pp rank `pp_rank` holds, in model order: (r, r + pp, ...) in a loop, (r, 2·pp − 1 − r) in a V."""
+        if not 0 <= pp_rank < self.pp_degree:
+            raise ValueError(f"pp_rank must be in [0, {self.pp_degree}), got {pp_rank}")
+        if self.placement == "v":
+            return (pp_rank, 2 * self.pp_degree - 1 - pp_rank)
+        return tuple(pp_rank + k * self.pp_degree for k in range(self.virtual_pp_degree))
+
+    def pp_rank_of(self, stage: int) -> int:
+        """The pp rank that holds `stage` (the inverse of `stages_of`)."""
+        if not 0 <= stage < self.num_stages:
+            raise ValueError(f"stage must be in [0, {self.num_stages}), got {stage}")
+        if self.placement == "v" and stage >= self.pp_degree:
+            return 2 * self.pp_degree - 1 - stage
+        return stage % self.pp_degree
 
 
 class AmpSettings(NamedTuple):

@@ -15,7 +15,8 @@ from . import schema
 from ._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 from .errors import Location, StrategyError
 
-__all__ = ["Finding", "Recalled", "Review", "combined", "effective", "hint", "recall", "remember", "review", "status"]
+__all__ = ["Finding", "Recalled", "Review", "combined", "effective", "hint", "inactive", "recall", "remember", "review",
+           "status"]
 
 
 
@@ -140,15 +141,48 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
 
 class _Gate(NamedTuple):
     reason: str
-    by_degree: bool  # a degree of 1 (resolution notes the implemented flags it gates itself)
+    by_degree: bool  # a sibling degree of 1 (resolution notes the implemented flags it gates itself)
 
 
 def _inactive(owner: Message, facts: _Facts, prefix: str) -> _Gate | None:
-    """Why nothing inside a message field of `owner` takes effect, or None when it is active."""
-    if facts.gate_degree and getattr(owner, facts.gate_degree) <= 1:
-        return _Gate(f"{prefix}{facts.gate_degree} is {getattr(owner, facts.gate_degree)}", True)
-    if facts.gate_flag and not getattr(owner, facts.gate_flag):
-        return _Gate(f"{prefix}{facts.gate_flag} is false", False)
+    """Why nothing inside a message field of `owner` takes effect, or None when it is active. With both gates
+    (pipeline_configs: the `pipeline` switch, or hybrid_configs.pp_degree > 1) either one makes it active."""
+    reasons = []
+    if facts.gate_flag:
+        if getattr(owner, facts.gate_flag):
+            return None
+        reasons.append(f"{prefix}{facts.gate_flag} is false")
+    if facts.gate_degree:
+        degree = _at(owner, facts.gate_degree)
+        if degree > 1:
+            return None
+        reasons.append(f"{prefix}{facts.gate_degree} is {degree}")
+    if not reasons:
+        return None
+    # Resolution gates the flags of HybridConfig's messages by their sibling degree, and notes them itself.
+    sibling_degree = facts.gate_flag is None and "." not in str(facts.gate_degree)
+    return _Gate(" and ".join(reasons), sibling_degree)
+
+
+def _at(owner: Message, path: str) -> Any:
+    """The value at a dotted path below `owner` ("hybrid_configs.pp_degree")."""
+    value: Any = owner
+    for name in path.split("."):
+        value = getattr(value, name)
+    return value
+
+
+def inactive(root: Message, chain: tuple[FieldDescriptor, ...]) -> str | None:
+    """Why the last field of `chain` (a path from `root`) takes no effect because a message on its path is inactive
+    ("hybrid_configs.pp_degree is 1"), or None when every message on it takes effect."""
+    owner, prefix = root, ""
+    for f in chain[:-1]:
+        gate = _inactive(owner, _facts(f), prefix)
+        if gate is not None:
+            return gate.reason
+        if f.is_repeated:
+            return None
+        owner, prefix = getattr(owner, f.name), f"{prefix}{f.name}."
     return None
 
 

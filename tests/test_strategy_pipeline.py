@@ -1,0 +1,441 @@
+"""Pipelines on the strategy side: pp_degree resolves, pipeline_configs takes effect with it, schedule_mode,
+virtual_pp_degree and use_dualpipev choose a torch.distributed.pipelining schedule, and the micro-batches are checked
+against what that schedule needs; every pp_configs / pipeline_configs field states what torch's pipelining does."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+import pytest
+
+import strategy
+from conftest import ROOT
+from strategy import PipelineSettings, StrategyError
+from strategy.cli import main
+from strategy.pipeline import DUALPIPEV, MODES, describe
+from strategy.reference import reference
+
+LLAMA_4D = ROOT.parent / "shared" / "fixtures" / "paddle-hybrid" / "llama_4d.prototxt"
+
+
+def resolve(text: str, world_size: int, **kwargs) -> strategy.Resolved:
+    return strategy.resolve(strategy.loads(text), world_size=world_size, **kwargs)
+
+
+def pipe(pp: int = 2, *, steps: int | None = None, mode: str | None = None, virtual: int | None = None,
+         dualpipev: bool = False, configs: tuple[str, ...] = (), pp_configs: tuple[str, ...] = ()) -> str:
+    """A strategy at pp_degree `pp`, one line per setting (so errors have distinct lines); `configs` and `pp_configs`:
+    more lines for pipeline_configs and pp_configs."""
+    inner = [f"virtual_pp_degree: {virtual}"] * (virtual is not None) + ["use_dualpipev: true"] * dualpipev
+    inner += list(pp_configs)
+    outer = [f"accumulate_steps: {steps}"] * (steps is not None) + [f'schedule_mode: "{mode}"'] * (mode is not None)
+    outer += list(configs)
+    lines = ["hybrid_configs {", f"  pp_degree: {pp}"]
+    lines += ["  pp_configs {", *(f"    {x}" for x in inner), "  }"] if inner else []
+    lines += ["}"] + (["pipeline_configs {", *(f"  {x}" for x in outer), "}"] if outer else [])
+    return "\n".join(lines) + "\n"
+
+
+def error_of(write, text: str, world_size: int = 2) -> tuple[Path, StrategyError]:
+    """The file written with `text`, and the error resolving it raises."""
+    path = write("p.prototxt", text)
+    with pytest.raises(StrategyError) as info:
+        strategy.resolve(strategy.load(path), world_size=world_size)
+    return path, info.value
+
+
+# -- resolving ---------------------------------------------------------------------------------------------------
+
+def test_pp_degree_2_resolves_under_the_strict_policy():
+    r = resolve(pipe(steps=4), 2)
+    assert (r.pp_degree, r.dp_degree, r.degrees["pp"]) == (2, 1, 2)
+    assert r.pipeline == PipelineSettings(pp_degree=2, micro_batch_size=1, accumulate_steps=4, virtual_pp_degree=1,
+                                          schedule="Schedule1F1B", placement="loop")
+    assert r.process_groups()["pp"] == [[0, 1]]
+
+
+def test_dp_is_inferred_over_pp():
+    r = resolve("hybrid_configs { pp_degree: 2 mp_degree: 2 } pipeline_configs { accumulate_steps: 2 }", 8)
+    assert (r.dp_degree, r.pp_degree, r.mp_degree) == (2, 2, 2)
+
+
+def test_pipeline_configs_take_effect_once_pp_degree_is_above_1():
+    r = resolve(pipe(steps=8, configs=("micro_batch_size: 2",)), 2)
+    assert (r.pipeline.micro_batch_size, r.pipeline.accumulate_steps, r.pipeline.samples_per_step) == (2, 8, 16)
+    assert not any(n.startswith("pipeline_configs.") for n in r.notes)
+
+
+def test_at_pp_degree_1_the_pipeline_is_the_default_and_its_settings_are_noted():
+    r = resolve('pipeline_configs { accumulate_steps: 4 schedule_mode: "VPP" } '
+                "hybrid_configs { pp_configs { virtual_pp_degree: 2 use_dualpipev: true } }", 1)
+    assert r.pipeline == PipelineSettings()
+    assert r.pipeline.accumulate_steps == 1 and r.pipeline.schedule == "Schedule1F1B"
+    assert ("pipeline_configs.accumulate_steps is set but has no effect: pipeline is false and "
+            "hybrid_configs.pp_degree is 1.") in r.notes
+    assert ("pipeline_configs.schedule_mode is set but has no effect: pipeline is false and hybrid_configs.pp_degree "
+            "is 1.") in r.notes
+    assert ("hybrid_configs.pp_configs.virtual_pp_degree is set but has no effect: hybrid_configs.pp_degree "
+            "is 1.") in r.notes
+    assert "hybrid_configs.pp_configs.use_dualpipev is set but has no effect: pp_degree is 1." in r.notes
+
+
+def test_paddles_llama_4d_resolves_strictly_on_8_ranks():
+    r = strategy.resolve(strategy.load(LLAMA_4D), world_size=8)
+    assert r.degrees == {"dp": 1, "pp": 2, "sharding": 2, "sep": 1, "cp": 1, "mp": 2}
+    assert r.pipeline == PipelineSettings(pp_degree=2, micro_batch_size=1, accumulate_steps=4, virtual_pp_degree=1,
+                                          schedule="Schedule1F1B", placement="loop")
+    assert r.sharding.stage == 1 and r.mp.async_allreduce and r.mp.fused_linear_param_grad_add
+    assert (r.amp.enabled, r.amp.dtype, r.amp.pure) == (True, "bfloat16", True)
+    assert r.recompute == strategy.RecomputeSettings(enabled=True, checkpoints=())  # every block
+    assert r.process_groups()["pp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert [n.split(" is set")[0] for n in r.notes if " is set" in n] == [
+        "hybrid_configs.pp_configs.delay_scale_loss", "hybrid_configs.sharding_configs.accumulate_steps",
+        "amp_configs.init_loss_scaling"]
+    assert any(n.startswith("hybrid_configs.pp_configs.delay_scale_loss is set but has no effect in PyTorch: each "
+                            "micro-batch's loss is divided by accumulate_steps before its backward") for n in r.notes)
+    assert not any("release_gradients" in n or "dp_comm_overlap" in n for n in r.notes)  # always on; the default
+
+
+@pytest.mark.parametrize("fmt", ["binpb", "json"])
+def test_paddles_llama_4d_resolves_the_same_from_each_format(fmt):
+    s = strategy.load(LLAMA_4D.with_suffix(f".{fmt}"))
+    assert strategy.resolve(s, world_size=8).pipeline == strategy.resolve(strategy.load(LLAMA_4D), world_size=8).pipeline
+
+
+def test_resolved_pipeline_flattens_for_the_ranks_agreement():
+    r = resolve(pipe(steps=4, dualpipev=True), 2)
+    assert dataclasses.asdict(r)["pipeline"] == {
+        "pp_degree": 2, "micro_batch_size": 1, "accumulate_steps": 4, "virtual_pp_degree": 2,
+        "schedule": "ScheduleDualPipeV", "placement": "v"}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.pipeline.accumulate_steps = 1  # type: ignore[misc]
+
+
+def test_resolve_prints_the_schedule(capsys, write):
+    path = write("p.prototxt", pipe(steps=4, virtual=2))
+    assert main(["resolve", str(path), "--world-size", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "pipeline.schedule: \"ScheduleInterleaved1F1B\"" in out and "pipeline.virtual_pp_degree: 2" in out
+
+
+# -- the schedule mapping ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("mode", "virtual", "dualpipev", "schedule", "chunks", "placement"), [
+    (None, None, False, "Schedule1F1B", 1, "loop"),
+    ("1F1B", 1, False, "Schedule1F1B", 1, "loop"),
+    ("1F1B", 2, False, "ScheduleInterleaved1F1B", 2, "loop"),
+    ("1F1B", 3, False, "ScheduleInterleaved1F1B", 3, "loop"),
+    ("FThenB", None, False, "ScheduleGPipe", 1, "loop"),
+    ("FThenB", 2, False, "ScheduleLoopedBFS", 2, "loop"),
+    ("VPP", 2, False, "ScheduleInterleaved1F1B", 2, "loop"),
+    ("VPP", 4, False, "ScheduleInterleaved1F1B", 4, "loop"),
+    ("ZBH1", None, False, "ScheduleInterleavedZeroBubble", 1, "loop"),
+    ("ZBH1", 2, False, "ScheduleInterleavedZeroBubble", 2, "loop"),
+    ("ZBVPP", None, False, "ScheduleZBVZeroBubble", 2, "v"),
+    ("ZBVPP", 2, False, "ScheduleZBVZeroBubble", 2, "v"),
+    (None, None, True, "ScheduleDualPipeV", 2, "v"),
+    (None, 2, True, "ScheduleDualPipeV", 2, "v"),
+])
+def test_schedule_mode_virtual_pp_degree_and_use_dualpipev_choose_the_torch_schedule(
+        mode, virtual, dualpipev, schedule, chunks, placement):
+    p = resolve(pipe(steps=8, mode=mode, virtual=virtual, dualpipev=dualpipev), 2).pipeline
+    assert (p.schedule, p.virtual_pp_degree, p.placement, p.num_stages) == (schedule, chunks, placement, 2 * chunks)
+
+
+def test_use_dualpipev_wins_over_the_schedule_mode_with_a_note():
+    r = resolve(pipe(steps=4, mode="FThenB", dualpipev=True), 2)
+    assert r.pipeline.schedule == "ScheduleDualPipeV"
+    assert ('pipeline_configs.schedule_mode "FThenB" is set but has no effect: hybrid_configs.pp_configs.use_dualpipev '
+            "runs ScheduleDualPipeV (Paddle checks use_dualpipev first too).") in r.notes
+
+
+def test_every_mode_names_classes_torch_ships():
+    pipelining = pytest.importorskip("torch.distributed.pipelining")
+    for mode in [*MODES.values(), DUALPIPEV]:
+        for name in filter(None, (mode.single, mode.looped)):
+            assert hasattr(pipelining, name), name
+
+
+@pytest.mark.parametrize(("placement", "virtual", "pp", "stages"), [
+    ("loop", 1, 2, [(0,), (1,)]),
+    ("loop", 2, 2, [(0, 2), (1, 3)]),
+    ("loop", 3, 2, [(0, 2, 4), (1, 3, 5)]),
+    ("v", 2, 2, [(0, 3), (1, 2)]),
+    ("v", 2, 4, [(0, 7), (1, 6), (2, 5), (3, 4)]),
+])
+def test_stages_of_each_pp_rank_and_back(placement, virtual, pp, stages):
+    p = PipelineSettings(pp_degree=pp, virtual_pp_degree=virtual, placement=placement)
+    assert [p.stages_of(r) for r in range(pp)] == stages
+    assert [p.pp_rank_of(s) for s in range(p.num_stages)] == [r for s in range(p.num_stages)
+                                                               for r in range(pp) if s in stages[r]]
+
+
+def test_stages_of_a_rank_outside_the_pipeline_is_a_value_error():
+    with pytest.raises(ValueError, match=r"pp_rank must be in \[0, 2\), got 2"):
+        PipelineSettings(pp_degree=2).stages_of(2)
+
+
+# -- errors --------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("pp", "mode", "virtual", "dualpipev", "steps", "text"), [
+    (2, "1F1B", None, False, 1, 'pipeline_configs.accumulate_steps = 1 is too few micro-batches for Schedule1F1B '
+     '(pipeline_configs.schedule_mode "1F1B") at hybrid_configs.pp_degree 2: it needs one per stage, at least 2; set '
+     "pipeline_configs.accumulate_steps: 2 or more"),
+    (4, "1F1B", None, False, 3, 'pipeline_configs.accumulate_steps = 3 is too few micro-batches for Schedule1F1B '
+     '(pipeline_configs.schedule_mode "1F1B") at hybrid_configs.pp_degree 4: it needs one per stage, at least 4; set '
+     "pipeline_configs.accumulate_steps: 4 or more"),
+    (2, None, None, True, 3, "pipeline_configs.accumulate_steps = 3 is too few micro-batches for ScheduleDualPipeV "
+     "(hybrid_configs.pp_configs.use_dualpipev: true) at hybrid_configs.pp_degree 2: it needs one per stage, at least "
+     "4 (2 chunks per rank × pp_degree 2); set pipeline_configs.accumulate_steps: 4 or more"),
+    (2, "VPP", 2, False, 5, 'pipeline_configs.accumulate_steps = 5 does not suit ScheduleInterleaved1F1B '
+     '(pipeline_configs.schedule_mode "VPP") at hybrid_configs.pp_degree 2: it runs the micro-batches in max(1, 5 // 2) '
+     "= 2 rounds, and 5 is not a multiple of 2; set pipeline_configs.accumulate_steps: 4 or 6"),
+    (4, "ZBH1", None, False, 10 + 1, 'pipeline_configs.accumulate_steps = 11 does not suit ScheduleInterleavedZeroBubble '
+     '(pipeline_configs.schedule_mode "ZBH1") at hybrid_configs.pp_degree 4: it runs the micro-batches in max(1, 11 // 4) '
+     "= 2 rounds, and 11 is not a multiple of 2; set pipeline_configs.accumulate_steps: 10 or 12"),
+])
+def test_too_few_micro_batches_for_the_schedule_is_an_error_at_accumulate_steps(write, pp, mode, virtual, dualpipev,
+                                                                                 steps, text):
+    path, error = error_of(write, pipe(pp, steps=steps, mode=mode, virtual=virtual, dualpipev=dualpipev), pp)
+    row = path.read_text().splitlines().index(f"  accumulate_steps: {steps}") + 1
+    assert str(error) == f"{path}:{row}:3: {text}"
+    assert error.field == "pipeline_configs.accumulate_steps"
+
+
+def test_too_few_micro_batches_by_default_points_at_pp_degree(write):
+    path, error = error_of(write, "hybrid_configs {\n  pp_degree: 2\n}\n")
+    assert str(error) == (
+        f'{path}:2:3: pipeline_configs.accumulate_steps = 1 (its default) is too few micro-batches for Schedule1F1B '
+        '(pipeline_configs.schedule_mode "1F1B") at hybrid_configs.pp_degree 2: it needs one per stage, at least 2; '
+        "set pipeline_configs.accumulate_steps: 2 or more")
+
+
+@pytest.mark.parametrize(("mode", "virtual", "steps"), [("FThenB", None, 1), ("FThenB", 2, 1), ("ZBVPP", None, 1),
+                                                        ("1F1B", 2, 1), ("1F1B", 2, 3), ("ZBH1", None, 1)])
+def test_schedules_that_run_few_micro_batches_take_them(mode, virtual, steps):
+    assert resolve(pipe(steps=steps, mode=mode, virtual=virtual), 2).pipeline.accumulate_steps == steps
+
+
+def test_vpp_without_a_virtual_degree_is_an_error_naming_it(write):
+    path, error = error_of(write, pipe(steps=4, mode="VPP"))
+    assert str(error) == (
+        f'{path}:6:3: pipeline_configs.schedule_mode "VPP" runs ScheduleInterleaved1F1B, which needs at least two model '
+        "chunks per rank, but hybrid_configs.pp_configs.virtual_pp_degree is 1; set virtual_pp_degree: 2 (or more), or "
+        'schedule_mode: "1F1B"')
+    assert error.field == "pipeline_configs.schedule_mode"
+
+
+@pytest.mark.parametrize("mode", ["Eager1F1B", "ZBV", "1f1b", "interleaved"])
+def test_a_schedule_torch_lacks_is_an_error_at_schedule_mode_naming_every_choice(write, mode):
+    path, error = error_of(write, pipe(steps=4, mode=mode))
+    message = str(error)
+    assert message.startswith(
+        f'{path}:6:3: pipeline_configs.schedule_mode "{mode}" is not a schedule torch.distributed.pipelining runs; use '
+        '"1F1B" (Schedule1F1B; ScheduleInterleaved1F1B at virtual_pp_degree >= 2), "FThenB" (ScheduleGPipe; '
+        'ScheduleLoopedBFS at virtual_pp_degree >= 2), "VPP" (ScheduleInterleaved1F1B, virtual_pp_degree >= 2), "ZBH1" '
+        '(ScheduleInterleavedZeroBubble), "ZBVPP" (ScheduleZBVZeroBubble, two chunks per rank in a V), or '
+        "hybrid_configs.pp_configs.use_dualpipev: true (ScheduleDualPipeV, two chunks per rank in a V)")
+    assert error.field == "pipeline_configs.schedule_mode"
+    if mode in ("Eager1F1B", "1f1b"):
+        assert message.endswith("; did you mean '1F1B'?")
+
+
+def test_a_schedule_torch_lacks_loads_and_converts_losslessly():
+    s = strategy.loads(pipe(steps=4, mode="Eager1F1B"))
+    assert strategy.loads(strategy.dumps(s, format="json"), format="json") == s
+
+
+def test_under_warn_a_schedule_torch_lacks_runs_1f1b_with_a_located_warning():
+    with pytest.warns(strategy.StrategyWarning, match=r'^<string>:6:3: pipeline_configs.schedule_mode "Eager1F1B" is '
+                                                      r"not a schedule .*; running \"1F1B\" \(policy 'warn'\)$"):
+        r = resolve(pipe(steps=4, mode="Eager1F1B"), 2, policy="warn")
+    assert r.pipeline.schedule == "Schedule1F1B"
+
+
+def test_dualpipev_with_three_chunks_is_an_error_at_virtual_pp_degree(write):
+    path, error = error_of(write, pipe(steps=8, virtual=3, dualpipev=True))
+    assert str(error) == (
+        f"{path}:4:5: hybrid_configs.pp_configs.virtual_pp_degree = 3 does not fit ScheduleDualPipeV "
+        "(hybrid_configs.pp_configs.use_dualpipev: true), which runs exactly two chunks per rank in a V; set "
+        "virtual_pp_degree: 2, or leave it at 1")
+    assert error.field == "hybrid_configs.pp_configs.virtual_pp_degree"
+
+
+def test_zbvpp_with_three_chunks_is_the_same_error():
+    with pytest.raises(StrategyError, match=r"virtual_pp_degree = 3 does not fit ScheduleZBVZeroBubble "
+                                            r'\(pipeline_configs.schedule_mode "ZBVPP"\), which runs exactly two'):
+        resolve(pipe(steps=8, mode="ZBVPP", virtual=3), 2)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("hybrid_configs {\n  pp_configs {\n    virtual_pp_degree: 0\n  }\n}\n",
+     "<string>:3:5: hybrid_configs.pp_configs.virtual_pp_degree must be >= 1; got 0"),
+    ("pipeline_configs {\n  accumulate_steps: 0\n}\n", "<string>:2:3: pipeline_configs.accumulate_steps must be >= 1; got 0"),
+    ("pipeline_configs {\n  micro_batch_size: -2\n}\n", "<string>:2:3: pipeline_configs.micro_batch_size must be >= 1; got -2"),
+])
+def test_counts_below_1_are_errors_at_load(text, error):
+    with pytest.raises(StrategyError) as info:
+        strategy.loads(text)
+    assert str(info.value) == error
+
+
+def test_validate_reports_too_few_micro_batches_at_the_line(write, capsys):
+    path = write("p.yaml", "hybrid_configs:\n  pp_degree: 4\npipeline_configs:\n  accumulate_steps: 2\n")
+    assert main(["validate", str(path), "--world-size", "4"]) == 1
+    assert capsys.readouterr().err.strip().startswith(
+        f"{path}:4:3: pipeline_configs.accumulate_steps = 2 is too few micro-batches for Schedule1F1B")
+
+
+# -- explain -------------------------------------------------------------------------------------------------------
+
+def pipeline_section(text: str) -> list[str]:
+    return text[text.index("\npipeline: ") + 1:].split("\n\n")[0].splitlines()
+
+
+def test_explain_shows_the_schedule_the_stages_of_each_rank_and_a_step():
+    text = strategy.explain(strategy.load(LLAMA_4D), world_size=8)
+    assert pipeline_section(text) == [
+        "pipeline: torch.distributed.pipelining.Schedule1F1B, 2 stages over pp 2 (one per rank)",
+        "  pp rank 0: stage 0",
+        "  pp rank 1: stage 1",
+        "  a step: 4 micro-batches (accumulate_steps) × 1 sample (micro_batch_size) = 4 samples per data rank, 8 over 2 "
+        "data ranks (dp × sharding)",
+    ]
+
+
+def test_explain_shows_a_v_of_stages_for_dualpipev():
+    text = strategy.explain(strategy.loads(pipe(steps=8, dualpipev=True, configs=("micro_batch_size: 2",))),
+                            world_size=4)
+    assert pipeline_section(text) == [
+        "pipeline: torch.distributed.pipelining.ScheduleDualPipeV, 4 stages over pp 2 (in a V)",
+        "  pp rank 0: stages 0, 3",
+        "  pp rank 1: stages 1, 2",
+        "  a step: 8 micro-batches (accumulate_steps) × 2 samples (micro_batch_size) = 16 samples per data rank, 32 over "
+        "2 data ranks (dp × sharding)",
+    ]
+
+
+def test_explain_shows_an_interleaved_loop():
+    text = strategy.explain(strategy.loads(pipe(steps=4, virtual=2)), world_size=2)
+    assert pipeline_section(text)[:3] == [
+        "pipeline: torch.distributed.pipelining.ScheduleInterleaved1F1B, 4 stages over pp 2 (in a loop)",
+        "  pp rank 0: stages 0, 2",
+        "  pp rank 1: stages 1, 3",
+    ]
+
+
+def test_explain_says_why_a_pipeline_cannot_run_instead_of_failing(capsys, write):
+    path = write("p.prototxt", pipe(steps=3, dualpipev=True))
+    assert main(["explain", str(path), "--world-size", "2"]) == 0
+    section = pipeline_section(capsys.readouterr().out)
+    assert section[-1] == (f"  cannot run (an error when resolved): {path}:8:3: pipeline_configs.accumulate_steps = 3 "
+                           "is too few micro-batches for ScheduleDualPipeV (hybrid_configs.pp_configs.use_dualpipev: "
+                           "true) at hybrid_configs.pp_degree 2: it needs one per stage, at least 4 (2 chunks per rank × "
+                           "pp_degree 2); set pipeline_configs.accumulate_steps: 4 or more")
+
+
+def test_explain_has_no_pipeline_section_at_pp_degree_1():
+    assert "\npipeline: " not in strategy.explain(strategy.loads("pipeline_configs { accumulate_steps: 4 }"), world_size=1)
+
+
+def test_explain_rows_of_the_pipeline_fields(capsys, write):
+    path = write("p.prototxt", pipe(steps=4, configs=("p2p_cache_shape: false", "enable_partial_send_recv: false")))
+    assert main(["explain", str(path), "--world-size", "2"]) == 0
+    rows = {line.split()[0]: line.split(None, 3)[1:] for line in capsys.readouterr().out.splitlines()
+            if line.startswith(("pipeline_configs.", "hybrid_configs.pp_"))}
+    assert rows["hybrid_configs.pp_degree"] == ["2", "set"]
+    assert rows["pipeline_configs.accumulate_steps"] == ["4", "set"]
+    assert rows["hybrid_configs.pp_configs.overlap_p2p_comm"] == ["false", "default", "always on"]
+    assert rows["pipeline_configs.p2p_cache_shape"][2].startswith("no effect, always on: torch's PipelineStage infers")
+    assert rows["pipeline_configs.enable_partial_send_recv"][2].startswith("no effect in PyTorch: torch's PipelineStage")
+    assert rows["hybrid_configs.pp_configs.virtual_pp_degree"] == ["1", "default"]
+
+
+def test_explain_shows_always_on_pipeline_fields_off_while_inactive(capsys, write):
+    path = write("p.prototxt", "")
+    assert main(["explain", str(path), "--world-size", "1"]) == 0
+    rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert rows["pipeline_configs.p2p_cache_shape"] == ["true", "default", "off"]
+    assert rows["hybrid_configs.pp_configs.release_gradients"] == ["false", "default", "off"]
+
+
+# -- statuses --------------------------------------------------------------------------------------------------------
+
+def statuses(message: str) -> dict[str, str]:
+    section = reference().split(f"## {message}\n")[1].split("\n## ")[0]
+    return {cells[1].strip("`"): cells[4] for cells in (line.split(" | ") for line in section.splitlines())
+            if len(cells) > 4 and cells[1].startswith("`")}
+
+
+def test_the_reference_gives_every_pp_configs_field_its_status():
+    status = statuses("PpConfig")
+    always_on = {"release_gradients", "overlap_p2p_comm"}
+    implemented = {"use_dualpipev", "coll_nccl_config", "p2p_nccl_config", "virtual_pp_degree"}
+    no_effect = {"delay_scale_loss", "enable_timer", "profiling", "use_batch_p2p_comm"}
+    not_implemented = {"dp_comm_overlap", "sharding_comm_overlap", "clear_every_step_cache", "best_unbalanced_scheduler",
+                       "enable_offload_queue", "enable_dynamic_shape", "forward_backward_overlap_scheduler",
+                       "shared_nccl_config", "sync_param", "sync_moment", "sync_mode"}
+    assert {n for n, s in status.items() if s == "implemented, always on"} == always_on
+    assert {n for n, s in status.items() if s == "implemented"} == implemented
+    assert {n for n, s in status.items() if s.startswith("no effect: ")} == no_effect
+    assert {n for n, s in status.items() if s.startswith("**not implemented**: ")} == not_implemented
+    assert len(status) == 21
+    for name in ("shared_nccl_config", "sync_param", "sync_moment", "sync_mode"):
+        assert status[name].endswith("untie them (tie_word_embeddings=False)")
+
+
+def test_the_reference_gives_every_pipeline_configs_field_its_status():
+    status = statuses("PipelineConfig")
+    assert status == {"micro_batch_size": "implemented", "accumulate_steps": "implemented",
+                      "schedule_mode": "implemented", "p2p_cache_shape": "implemented, always on",
+                      "enable_partial_send_recv": status["enable_partial_send_recv"]}
+    assert status["enable_partial_send_recv"].startswith("no effect: torch's PipelineStage sends each mp rank's whole")
+
+
+def test_the_reference_says_when_pipeline_configs_take_effect():
+    row = next(line for line in reference().splitlines() if line.startswith("| 106 | `pipeline_configs` |"))
+    assert row.endswith("*(active when `pipeline` is true or `hybrid_configs.pp_degree` > 1)* |")
+    assert "| implemented |" in row
+
+
+def test_what_paddle_users_set_for_pipelines_states_its_status_when_set(write):
+    path, error = error_of(write, pipe(steps=4, pp_configs=("dp_comm_overlap: true", "sync_param: true")))
+    assert str(error).splitlines() == [
+        f"{path}:4:5: hybrid_configs.pp_configs.dp_comm_overlap = true is not implemented by this project; the dp "
+        "all-reduce runs once per step in HybridParallelOptimizer.step, after the pipeline's last backward; leave it "
+        "false",
+        f"{path}:5:5: hybrid_configs.pp_configs.sync_param = true is not implemented by this project; the pipeline "
+        "refuses weights shared across stages (tied embeddings) before it changes the model; untie them "
+        "(tie_word_embeddings=False)",
+    ]
+
+
+def test_set_false_an_always_on_pipeline_flag_is_noted():
+    r = resolve(pipe(steps=4, pp_configs=("overlap_p2p_comm: false",)), 2)
+    assert any(n.startswith("hybrid_configs.pp_configs.overlap_p2p_comm is set to false but has no effect: torch's "
+                            "schedules post sends and receives asynchronously") for n in r.notes)
+
+
+def test_the_pipeline_switch_points_at_pp_degree():
+    with pytest.raises(StrategyError, match=r"pipeline = true is not implemented by this project; set "
+                                            r"hybrid_configs.pp_degree instead"):
+        resolve("pipeline: true pipeline_configs { accumulate_steps: 2 }", 1)
+
+
+def test_no_warning_for_a_clean_pipeline():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        resolve(pipe(steps=4, mode="ZBH1", virtual=2), 2)
+
+
+# -- the README's table --------------------------------------------------------------------------------------------
+
+def test_the_readmes_schedule_table_is_the_mapping():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    cells = {row[0]: row[1] for row in ([c.strip() for c in line.strip("|").split("|")] for line in lines
+                                        if line.startswith("| `schedule_mode: ") or line.startswith("| `pp_configs."))}
+    expected = {f'`schedule_mode: "{name}"`': describe(mode) for name, mode in MODES.items()}
+    assert {key.removesuffix(" (default)"): value for key, value in cells.items() if "schedule_mode" in key} == expected
+    assert cells["`pp_configs.use_dualpipev: true`"] == describe(DUALPIPEV)
