@@ -1,20 +1,59 @@
 """Typed, checked distributed-training strategies: load, validate, convert and resolve strategy files.
 
-Never imports torch; `parallel` builds on the names exported here.
+Never imports torch; `parallel` builds on the names exported here. Each name is imported on first use, so
+`import strategy` stays cheap however large the schema grows, and a command loads only what it uses.
 """
 
-from ._generated.distributed_strategy_pb2 import DistributedStrategy
-from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig
-from .errors import StrategyError, StrategyWarning
-from .explain import explain
-from .formats import EXTENSIONS, FORMATS
-from .importers import Imported, import_config
-from .io import dump, dumps, from_dict, load, loads, to_dict
-from .memory import ModelStateBytes, ModelStateMemory
-from .resolution import TP_STYLES, Resolved, resolve
-from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
-                       ShardingSettings)
-from .topology import Topology
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editors
+    from ._generated.distributed_strategy_pb2 import DistributedStrategy
+    from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig
+    from .errors import StrategyError, StrategyWarning
+    from .explain import explain
+    from .formats import EXTENSIONS, FORMATS
+    from .importers import Imported, import_config
+    from .io import dump, dumps, from_dict, load, loads, to_dict
+    from .memory import ModelStateBytes, ModelStateMemory
+    from .resolution import TP_STYLES, Resolved, resolve
+    from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
+                           ShardingSettings)
+    from .topology import Topology
+
+# Public name -> the submodule that defines it.
+_WHERE = {
+    "DistributedStrategy": "._generated.distributed_strategy_pb2",
+    "HybridConfig": "._generated.hybrid_parallel_pb2",
+    "MpConfig": "._generated.hybrid_parallel_pb2",
+    "StrategyError": ".errors",
+    "StrategyWarning": ".errors",
+    "explain": ".explain",
+    "EXTENSIONS": ".formats",
+    "FORMATS": ".formats",
+    "Imported": ".importers",
+    "import_config": ".importers",
+    "dump": ".io",
+    "dumps": ".io",
+    "from_dict": ".io",
+    "load": ".io",
+    "loads": ".io",
+    "to_dict": ".io",
+    "ModelStateBytes": ".memory",
+    "ModelStateMemory": ".memory",
+    "TP_STYLES": ".resolution",
+    "Resolved": ".resolution",
+    "resolve": ".resolution",
+    "AmpSettings": ".settings",
+    "GradientMergeSettings": ".settings",
+    "MpSettings": ".settings",
+    "PipelineSettings": ".settings",
+    "RecomputeSettings": ".settings",
+    "ShardingSettings": ".settings",
+    "Topology": ".topology",
+}
 
 __all__ = [
     "AmpSettings",
@@ -46,3 +85,26 @@ __all__ = [
     "resolve",
     "to_dict",
 ]
+assert sorted(__all__) == sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, or a submodule (`strategy.schema`), imported on first use and kept."""
+    where = _WHERE.get(name)
+    if where is not None:
+        value = getattr(importlib.import_module(where, __name__), name)
+    elif name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    else:
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as e:
+            if e.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))

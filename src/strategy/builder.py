@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field as dc_field
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
@@ -29,13 +28,17 @@ _INT_RANGES = {
 }
 
 
-@dataclass(slots=True)
 class _Ctx:
-    policy: str
-    json_names: bool  # JSON, YAML and dicts may also use lowerCamelCase names, as protobuf's JSON mapping does
-    text: bool  # text format repeats a repeated field's name once per element
-    errors: list[StrategyError] | None = None  # collect and go on (validate reports every problem), or raise
-    positions: Positions = dc_field(default_factory=dict)
+    """One build's settings and the positions it records (a plain class: no dataclass machinery at start-up)."""
+
+    __slots__ = ("errors", "json_names", "policy", "positions", "text")
+
+    def __init__(self, policy: str, *, json_names: bool, text: bool, errors: list[StrategyError] | None = None) -> None:
+        self.policy = policy
+        self.json_names = json_names  # JSON, YAML and dicts may also use lowerCamelCase names, as protobuf's JSON mapping does
+        self.text = text  # text format repeats a repeated field's name once per element
+        self.errors = errors  # collect and go on (validate reports every problem), or raise
+        self.positions: Positions = {}
 
     def fail(self, error: StrategyError) -> None:
         if self.errors is None:

@@ -64,16 +64,18 @@ class _Rule(NamedTuple):
     distinct: bool | None
 
 
-@functools.cache
-def _rules() -> dict[FieldDescriptor, _Rule]:
-    """The schema's per-field rules, read once; fields without any are left out."""
-    out = {}
-    for _, field in schema.walk():
-        names = ("min_value", "max_value", "infer_value", "allowed", "requires", "distinct")
-        rule = _Rule(*(schema.option(field, n) for n in names))
-        if rule != (None, None, None, (), None, None):
-            out[field] = rule
-    return out
+_OPTIONS = ("min_value", "max_value", "infer_value", "allowed", "requires", "distinct")
+_NO_RULE = _Rule(None, None, None, (), None, None)
+_RULES: dict[FieldDescriptor, _Rule | None] = {}  # the schema's rules, read per field the first time one is set
+
+
+def _rule(field: FieldDescriptor) -> _Rule | None:
+    """The field's rule from its options, None when it has none; read once per process, when a file first sets it."""
+    rule: _Rule | None = _Rule(*(schema.option(field, n) for n in _OPTIONS))
+    if rule == _NO_RULE:
+        rule = None
+    _RULES[field] = rule
+    return rule
 
 
 @functools.cache
@@ -89,7 +91,6 @@ def _report(error: StrategyError, errors: list[StrategyError] | None) -> None:
 
 def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str | None,
           broken: list[tuple[str, str]], values: bool = True, errors: list[StrategyError] | None = None) -> None:
-    rules = _rules()
     for field, value in msg.ListFields():  # only set fields: defaults satisfy every rule
         if field.message_type is not None:
             if not field.is_repeated:
@@ -103,7 +104,7 @@ def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str
                         _report(StrategyError.at(where, f"{here} needs {needed.name}", field=f"{here}.{needed.name}"), errors)
                 _walk(item, here + ".", positions, source, broken, values, errors)
             continue
-        rule = rules.get(field)
+        rule = _RULES[field] if field in _RULES else _rule(field)
         if rule is None:
             continue
         path = prefix + field.name

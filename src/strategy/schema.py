@@ -5,7 +5,6 @@ Nothing here names a strategy field; every rule comes from `proto/distributed_st
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterator
 from typing import Any
@@ -81,6 +80,8 @@ def walk(desc: Descriptor = ROOT, prefix: str = "") -> Iterator[tuple[str, Field
 
 def did_you_mean(name: str, candidates: list[str]) -> str:
     """` (did you mean 'x'?)`, or the list of valid names when nothing is close."""
+    import difflib  # only for an error message
+
     close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     if close:
         return f"; did you mean '{close[0]}'?"

@@ -9,18 +9,22 @@ Exit codes: 0 success, 1 invalid input (the file is wrong, missing or unreadable
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from ..errors import StrategyError
-from . import check, convert, fmt, generate, import_cmd
 from .common import warn_to_stderr
 
 __all__ = ["main"]
 
-
-_BUILTIN = {"convert", "diff", "validate", "resolve", "explain", "schema", "docs", "defaults", "migrate-env", "fmt",
-            "import"}
+# The modules of this package that register commands, in the order `strategy --help` lists them.
+_MODULES = ("convert", "check", "generate", "fmt", "import_cmd")
+# Each built-in command's module: a run imports and registers only the one it needs (argparse's parsers and the
+# modules' imports cost more than the command itself); help and unknown commands register them all.
+_BUILTIN = {"convert": "convert", "diff": "convert", "validate": "check", "resolve": "check", "explain": "check",
+            "schema": "generate", "docs": "generate", "defaults": "generate", "migrate-env": "generate", "fmt": "fmt",
+            "import": "import_cmd"}
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -30,9 +34,9 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         epilog="'-' means standard input/output. Run 'strategy COMMAND --help' for a command's options and an example.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (convert, check, generate, fmt, import_cmd):
-        module.register(sub)
     command = next((a for a in argv if not a.startswith("-")), None)
+    for name in (_BUILTIN[command],) if command in _BUILTIN else _MODULES:
+        importlib.import_module(f".{name}", __name__).register(sub)
     if command not in _BUILTIN:  # another package's command (`checkpoint`, from parallel), or help listing them all
         _register_plugins(sub)
     return parser

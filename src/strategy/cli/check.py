@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from .. import schema, support
 from ..errors import StrategyError
-from ..explain import explain
-from ..resolution import Resolved, resolve_with_reasons
 from .common import add_format, add_params, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
 
+if TYPE_CHECKING:
+    from ..resolution import Resolved
+
 __all__ = ["format_resolved", "register"]
+
+# Each command imports what it runs when it runs (resolution, explain, the field docs): registering all of them
+# at start-up then costs only argparse.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,6 +71,8 @@ def _field_help() -> str:
     """Every field's path, default and documentation, from the comments in the .proto."""
     import textwrap
 
+    from .. import schema, support
+
     out = []
     for path, field in schema.walk():
         default = "" if schema.is_message(field) or field.is_repeated else f" (default {support.show_scalar(field, field.default_value)})"
@@ -78,6 +83,8 @@ def _field_help() -> str:
 
 def format_resolved(resolved: Resolved) -> str:
     """A plain `name: value` listing of the effective settings and notes."""
+    import dataclasses
+
     lines = []
     for f in dataclasses.fields(resolved):
         value = getattr(resolved, f.name)
@@ -91,6 +98,8 @@ def format_resolved(resolved: Resolved) -> str:
 
 def _resolved(path: str, args: argparse.Namespace) -> Resolved:
     """Load (with the rules checked and warned once, there) and resolve; errors name the file."""
+    from ..resolution import resolve_with_reasons
+
     s = read(path, args.from_, overrides=args.overrides, policy=args.policy)
     with _naming(path):
         return resolve_with_reasons(s, world_size=args.world_size, policy=args.policy, requires=False)[0]
@@ -109,6 +118,8 @@ def _naming(path: str) -> Iterator[None]:
 
 def _validate(args: argparse.Namespace) -> int:
     """Every file, and every problem in each (not just the first), in file order."""
+    from ..resolution import resolve_with_reasons
+
     failed = 0
     for path in args.files:
         s, found = read_all_problems(path, args.from_, overrides=args.overrides, policy=args.policy)
@@ -133,6 +144,8 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    from ..explain import explain
+
     s = read(args.file, args.from_, overrides=args.overrides, requires=False)
     with _naming(args.file):
         print(explain(s, world_size=args.world_size, params=args.params))

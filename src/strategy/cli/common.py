@@ -7,18 +7,26 @@ import math
 import sys
 import warnings
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from ..atomic import write_atomic
 from ..errors import StrategyError
-from ..explain import show_value
 from ..formats import FORMATS, format_for, serialize
 from ..io import load_bytes, problems, read_bytes
 from ..rules import POLICIES
+from ..support import show_scalar
+
+if TYPE_CHECKING:
+    from .._generated.distributed_strategy_pb2 import DistributedStrategy
 
 __all__ = ["add_format", "add_params", "add_policy", "add_set", "add_world_size", "read", "read_all_problems", "show_value", "subparser", "warn_to_stderr", "write"]
 
 STDIO = "-"
+
+
+def show_value(value: object) -> str:
+    """A value as a strategy file spells it: true/false, quoted strings (as `explain.show_value`)."""
+    return show_scalar(None, value)
 
 
 def subparser(sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str) -> argparse.ArgumentParser:

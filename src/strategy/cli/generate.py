@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from google.protobuf.message import Message
-
-from .. import rules, schema
-from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from .common import add_format, read, subparser, write
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 __all__ = ["register"]
 
@@ -50,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     m = subparser(
         sub, "migrate-env", "turn legacy Flags_* environment variables into a strategy file",
         "Read the environment variables older releases used instead of MpConfig fields\n"
-        f"({', '.join(env for _, _, env in schema.fields_with('legacy_env'))}; '1' or 'true' is on,\n"
+        "({legacy_env}; '1' or 'true' is on,\n"
         "case-insensitive) and print a strategy that sets every matching field, the ones that are off\n"
         "included. --merge FILE sets them in an existing strategy instead.",
         "Flags_mp_aysnc_allreduce=1 strategy migrate-env --merge tp.prototxt",
@@ -58,9 +57,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(m, "--to", "the output")
     m.add_argument("--merge", metavar="FILE", help="strategy to set the fields in (its other fields are kept)")
     m.set_defaults(run=_migrate_env)
+    # The variables' names come from a walk of the whole schema: only when the help is shown, not at every start.
+    plain_help = m.format_help
+    m.format_help = lambda: plain_help().replace("{legacy_env}", _legacy_env_names(), 1)  # type: ignore[method-assign]
+
+
+def _legacy_env_names() -> str:
+    from .. import schema
+
+    return ", ".join(env for _, _, env in schema.fields_with("legacy_env"))
 
 
 def _schema(args: argparse.Namespace) -> int:
+    import json
+
     from ..json_schema import json_schema  # only for this command
 
     print(json.dumps(json_schema(), indent=2))
@@ -80,6 +90,8 @@ def _docs(args: argparse.Namespace) -> int:
 
 
 def _fill_defaults(msg: Message) -> None:
+    from .. import schema
+
     for field in msg.DESCRIPTOR.fields:
         if schema.is_message(field) and not field.is_repeated:
             _fill_defaults(getattr(msg, field.name))
@@ -88,6 +100,8 @@ def _fill_defaults(msg: Message) -> None:
 
 
 def _defaults(args: argparse.Namespace) -> int:
+    from .._generated.distributed_strategy_pb2 import DistributedStrategy
+
     s = DistributedStrategy()
     _fill_defaults(s)
     write(s, "-", args.to or "prototxt")
@@ -95,6 +109,9 @@ def _defaults(args: argparse.Namespace) -> int:
 
 
 def _migrate_env(args: argparse.Namespace) -> int:
+    from .. import rules, schema
+    from .._generated.distributed_strategy_pb2 import DistributedStrategy
+
     s = read(args.merge, requires=False) if args.merge else DistributedStrategy()
     for path, _, env in schema.fields_with("legacy_env"):
         *parents, name = path.split(".")
