@@ -1,9 +1,10 @@
 """A fast path for the text format's common case: `name: value` and `name { ... }` with plain literals.
 
 Strategy files are small and plain; most of the parser's time goes into its generality (token objects,
-one method per grammar rule). This loop builds the same located tree directly from the lexer's matches and
-gives up (returns None) on anything less common — escapes, lists, negative or special numbers, `<...>`,
-any error — so `textproto.parse` falls back to the full parser, which owns every error message.
+one method per grammar rule). Two loops build the same located tree: one statement per line (what protobuf
+and Paddle write: one regex match a line), else straight from the lexer's matches. Each gives up on anything
+less common — escapes, lists, special numbers, `<...>`, any error — so `textproto.parse` falls back to the
+full parser, which owns every error message.
 """
 
 from __future__ import annotations
@@ -23,8 +24,78 @@ _SPECIAL = {"inf", "infinity", "nan"}  # float words: the full parser handles th
 _new = tuple.__new__
 
 
+# One line holding at most one statement, and a comment: the lexer's tokens (textproto._TOKEN's number, plain
+# strings, words), each followed by whitespace, a comment or the line's end, so the lexer cuts it the same way.
+_S = r"[ \t\r\f\v]*"  # the lexer's whitespace, less the newline
+_NUMBER = r"-?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?)[A-Za-z0-9_.]*"
+_WORD = r"[A-Za-z_][A-Za-z0-9_]*"
+_LINE = re.compile(
+    _S + "(?:(" + _WORD + ")" + _S  # 1: the field's name
+    + "(?::" + _S + "(" + _NUMBER + r"""|"[^"\\]*"|'[^'\\]*'|""" + _WORD + ")"  # 2: its value
+    + "|:?" + _S + r"(\{))"  # 3: a message opens
+    + r"|(\}))?"  # 4: a message closes
+    + _S + "(?:#.*)?"
+)
+
+
 def fast_parse(token_re: re.Pattern[str], text: str, source: str) -> Mapping | None:
     """The tree the full parser would build for `text`, or None to let the full parser do it."""
+    tree = _by_lines(text, source)
+    return tree if tree is not None else _by_tokens(token_re, text, source)
+
+
+def _by_lines(text: str, source: str) -> Mapping | None:
+    """The tree of a text with one statement (or none) on each line; None for anything else."""
+    match = _LINE.fullmatch
+    stack: list[tuple[list, Location | None, str, Location]] = []
+    items: list[tuple[str, Location, Node]] = []
+    start: Location | None = None  # a mapping starts at its first token: known once it is seen
+    nodes = 0
+    lines = text.split("\n")
+    for number, line in enumerate(lines, 1):
+        m = match(line)
+        if m is None:
+            return None
+        name, value, opened, closed = m.groups()
+        if name is None and closed is None:
+            continue  # blank, or a comment
+        column = m.start(1 if closed is None else 4) + 1
+        if start is None:
+            start = _new(Location, (source, number, column))
+        if closed is not None:
+            if not stack:
+                return None
+            parent, parent_start, key, key_where = stack.pop()
+            parent.append((key, key_where, _new(Mapping, (tuple(items), start))))
+            items, start = parent, parent_start
+            continue
+        where = _new(Location, (source, number, column))
+        if opened is not None:
+            if len(stack) + 1 > MAX_DEPTH:
+                return None
+            stack.append((items, start, name, where))
+            items, start = [], None
+            continue
+        negative = value[0] == "-"
+        scalar = _scalar(value[1:] if negative else value)
+        if scalar is _NONE:
+            return None
+        if negative:
+            # As the full parser: "-0" is a float's negative zero (the builder reads it as 0 for integers).
+            scalar = -0.0 if scalar == 0 and type(scalar) is int else -scalar  # type: ignore[operator]
+        nodes += 1
+        if nodes > MAX_NODES:
+            return None
+        items.append((name, where, _new(Scalar, (scalar, _new(Location, (source, number, m.start(2) + 1))))))
+    if stack:
+        return None
+    if start is None:  # nothing but blanks and comments: the full parser's mapping starts at the end
+        start = _new(Location, (source, len(lines), len(lines[-1]) + 1))
+    return _new(Mapping, (tuple(items), start))
+
+
+def _by_tokens(token_re: re.Pattern[str], text: str, source: str) -> Mapping | None:
+    """The tree of `text` from the lexer's matches, for statements that share a line; None for anything else."""
     toks: list[tuple[str, int, int]] = []
     append = toks.append
     line, line_start, pos = 1, 0, 0
