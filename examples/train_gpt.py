@@ -349,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=Config.steps)
     p.add_argument("--batch-size", type=int, default=Config.batch_size)
     p.add_argument("--seq-len", type=int, default=Config.seq_len)
+    p.add_argument("--layers", type=int, default=Config.layers, help="blocks (pipeline chunks must divide them)")
     p.add_argument("--out", type=Path, default=Path("out"))
     p.add_argument("--trace", action="store_true", help="write a Chrome/Perfetto trace of steps 2-4 into --out")
     p.add_argument("--save-every", type=int, default=0, metavar="N", help="checkpoint every N steps (and always at the end)")
@@ -361,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     if started is None:
         return 1
     s, hcg = started
-    cfg = Config(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, clip=args.clip)
+    cfg = Config(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, clip=args.clip, layers=args.layers)
     lead = hcg.rank == 0
     if lead:
         print(strategy.explain(s, world_size=hcg.world_size), flush=True)

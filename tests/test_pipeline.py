@@ -46,6 +46,15 @@ def test_the_demo_gpt_pipelined_trains_as_one_process(pools):
     assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
 
 
+@pytest.mark.parametrize(("name", "world"), [("pp2", 2), ("pp2_mp2", 4)])
+def test_the_pipeline_example_strategies_train_the_demo_as_one_process(pools, name, world):
+    from conftest import ROOT
+
+    text = (ROOT / "examples" / "strategies" / f"{name}.prototxt").read_text()
+    result = pools(world).run(cases.demo_parity, text, 3, 4, timeout=240)[0]
+    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
+
+
 def test_a_batch_the_pipeline_fields_do_not_give_is_refused_naming_them(pools):
     message = pools(2).run(cases.batch_error, cases.pp_text(2, acc=4, mbs=1), 6)[0]
     assert message == ("the batch has 6 rows, but a pipeline step takes "

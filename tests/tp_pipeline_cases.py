@@ -112,7 +112,7 @@ def split_error(text: str, layers: int, tied: bool = False) -> tuple[str, bool]:
     raise AssertionError("no error")
 
 
-def demo_parity(text: str, steps: int = 3) -> dict:
+def demo_parity(text: str, steps: int = 3, layers: int = 2) -> dict:
     """The demo GPT pipelined (train_gpt's build and loop) against one process on the same batches."""
     import importlib
     import sys
@@ -123,7 +123,8 @@ def demo_parity(text: str, steps: int = 3) -> dict:
     gpt = importlib.import_module("train_gpt")
     hcg = init(strategy.loads(text))
     p = hcg.resolved.pipeline
-    cfg = gpt.Config(steps=steps, batch_size=p.micro_batch_size * p.accumulate_steps * hcg.data_size, seq_len=32, lr=1e-3)
+    cfg = gpt.Config(steps=steps, batch_size=p.micro_batch_size * p.accumulate_steps * hcg.data_size, seq_len=32, lr=1e-3,
+                     layers=layers)
     summary = gpt.train(cfg, hcg)
     model, _ = gpt.build(cfg, hcg)  # a fresh one, for the parameter names of this rank
     names = sorted(n for n, _ in model.named_parameters())

@@ -108,7 +108,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         install_sep_attention(model, hcg)
     setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
-    if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1:
+    if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1 and hcg.pp_size == 1:  # pipelines broadcast per stage
         model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
     if hcg.pp_size == 1:
         apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them

@@ -37,7 +37,7 @@ class HuggingFaceChunk(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         from transformers.masking_utils import create_causal_mask
 
-        inner = self.model
+        inner: Any = self.model
         h = inner.embed_tokens(x) if inner.embed_tokens is not None else x
         positions = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
         # The mask and the rotary embeddings depend only on the shape: every chunk makes its own, nothing travels.
@@ -49,7 +49,8 @@ class HuggingFaceChunk(nn.Module):
                 h = layer(h, attention_mask=mask, position_embeddings=rotary, position_ids=positions)
         if inner.norm is not None:
             h = inner.norm(h)
-        return self.lm_head(h) if self.lm_head is not None else h
+        head: Any = self.lm_head
+        return head(h) if head is not None else h
 
 
 class ModelChunk(nn.Module):
@@ -63,7 +64,10 @@ class ModelChunk(nn.Module):
         object.__setattr__(self, "_pruned", pruned)
 
     def forward(self, x: Any) -> Any:
-        return self._pruned(x)
+        # Its forward, not its hooks: the whole model's hooks (need_broadcast_data's input broadcast) belong to a
+        # whole-model call; the pipeline broadcasts each stage's inputs itself.
+        pruned: Any = self._pruned
+        return pruned.forward(x)
 
 
 def chunk_for(pruned: nn.Module) -> nn.Module:

@@ -38,18 +38,14 @@ def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 def pipeline_stages(hcg: HybridGroup) -> tuple[int, ...]:
     """The stage indices this rank runs, in its local order (loop: r, r + pp, ...; V: r and 2·pp − 1 − r)."""
-    p = hcg.resolved.pipeline
-    pp, r = hcg.pp_size, hcg.pp_rank
-    if p.placement == "v":
-        return (r, 2 * pp - 1 - r)
-    return tuple(r + k * pp for k in range(p.virtual_pp_degree))
+    return hcg.resolved.pipeline.stages_of(hcg.pp_rank)
 
 
 def check_cut(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[range]]:
     """Where `model` is cut and each stage's blocks; StrategyError (nothing changed) when it cannot be."""
     c = cut(model)
     num_stages = hcg.pp_size * hcg.resolved.pipeline.virtual_pp_degree
-    return c, chunk_blocks(c.count, num_stages, f"{type(model).__name__}.{c.blocks}")
+    return c, chunk_blocks(c.size, num_stages, f"{type(model).__name__}.{c.blocks}")
 
 
 def split_model(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[nn.Module], tuple[int, ...]]:
@@ -146,15 +142,10 @@ class PipelineModel:
         run(*args, target=target, losses=losses if self.last else None, return_outputs=False)
         total = torch.stack([x.detach().float() for x in losses]).sum() if self.last else torch.zeros(())
         # The last stage's rank has the loss; one broadcast over the pp group gives it to every stage.
-        owner = self._rank_of(self.num_stages - 1)
+        owner = self.hcg.resolved.pipeline.pp_rank_of(self.num_stages - 1)
         with guard("pipeline loss broadcast", self.hcg.pp_group):
             dist.broadcast(total, group=self.hcg.pp_group, group_src=owner)
         return float(total)
-
-    def _rank_of(self, stage: int) -> int:
-        if self.hcg.resolved.pipeline.placement == "v":
-            return stage if stage < self.hcg.pp_size else 2 * self.hcg.pp_size - 1 - stage
-        return stage % self.hcg.pp_size
 
     def _schedule_or_build(self) -> Any:
         if self._schedule is None:

@@ -25,7 +25,7 @@ class Cut(NamedTuple):
     """Where the model splits: its blocks' ModuleList, and the modules before and after it on the way from the root."""
 
     blocks: str  # the ModuleList's qualified name
-    count: int
+    size: int  # how many blocks
     before: tuple[str, ...]  # qualified names of modules with parameters registered before the blocks
     after: tuple[str, ...]  # ... and after them
 
@@ -83,7 +83,7 @@ def chunk_blocks(count: int, chunks: int, where: str) -> list[range]:
 def prune(model: nn.Module, c: Cut, keep: set[int], first: bool, last: bool) -> None:
     """Drop, in place, what this rank does not run: other stages' blocks, and the embedding / head ends."""
     blocks = model.get_submodule(c.blocks)
-    for i in range(c.count):
+    for i in range(c.size):
         if i not in keep:
             blocks._modules[str(i)] = None  # the slot stays, so the kept blocks keep their index (their names)
     for names, kept in ((c.before, first), (c.after, last)):
@@ -99,7 +99,9 @@ def skeleton(model: nn.Module, c: Cut, keep: range, first: bool, last: bool) -> 
     parameter names are those of the whole model."""
     root = node = _shallow(model)
     for part in c.blocks.split(".") if c.blocks else []:
-        child = _shallow(node._modules[part])
+        original = node._modules[part]
+        assert original is not None, part  # the path to the blocks is whole
+        child = _shallow(original)
         node._modules[part] = child
         node = child
     prune(root, c, set(keep), first, last)

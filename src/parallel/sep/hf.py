@@ -49,7 +49,8 @@ def install(model: nn.Module, hcg: HybridGroup) -> None:
         return out.transpose(1, 2).contiguous(), None
 
     AttentionInterface.register(ATTENTION, attention)
-    model.config._attn_implementation = ATTENTION
+    config: Any = model.config
+    config._attn_implementation = ATTENTION
     for sub in model.modules():  # sub-configs a model may carry (text_config, ...) follow
         config = getattr(sub, "config", None)
         if config is not None and hasattr(config, "_attn_implementation"):
