@@ -122,6 +122,11 @@ def _groups(topology: Topology, review: support.Review) -> list[str]:
             later = review.effects.get(fields[axis], "").startswith("not implemented")
             pending += [axis] * later
             lines.append(f"  {axis} groups: " + " ".join(str(g) for g in topology.groups(axis)) + "  (not implemented yet)" * later)
+    sep = topology.degrees.get("sep", 1)
+    if sep > 1:  # what each sep rank holds of a row
+        shares = ", ".join(f"rank {r} tokens [{r}/{sep}, {r + 1}/{sep})" for r in range(sep))
+        lines.append(f"  each sep group splits every row into {sep} contiguous chunks ({shares} of its length); "
+                     "they read the same batch")
     if len(lines) == 1:
         lines.append("  none: every axis has degree 1")
     if pending:
