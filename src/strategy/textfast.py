@@ -24,18 +24,22 @@ _SPECIAL = {"inf", "infinity", "nan"}  # float words: the full parser handles th
 _new = tuple.__new__
 
 
-# One line holding at most one statement, and a comment: the lexer's tokens (textproto._TOKEN's number, plain
-# strings, words), each followed by whitespace, a comment or the line's end, so the lexer cuts it the same way.
+# One line holding at most one statement, and a comment, its surrounding whitespace stripped: the lexer's tokens
+# (plain numbers, strings, words), each followed by whitespace, a comment or the line's end, so the lexer cuts it the
+# same way; `_scalar` then reads the value, and anything it does not know sends the text down the slower paths.
+# No two parts can match the same text, so a line that fails fails at once (no backtracking over long runs).
 _S = r"[ \t\r\f\v]*"  # the lexer's whitespace, less the newline
-_NUMBER = r"-?(?:0[xX][0-9a-fA-F]+|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fF]?)[A-Za-z0-9_.]*"
+_NUMBER = r"-?[0-9][A-Za-z0-9_.]*(?:[eE][+-][A-Za-z0-9_.]*)?"  # a superset of the lexer's: `_scalar` decides
 _WORD = r"[A-Za-z_][A-Za-z0-9_]*"
 _LINE = re.compile(
-    _S + "(?:(" + _WORD + ")" + _S  # 1: the field's name
-    + "(?::" + _S + "(" + _NUMBER + r"""|"[^"\\]*"|'[^'\\]*'|""" + _WORD + ")"  # 2: its value
-    + "|:?" + _S + r"(\{))"  # 3: a message opens
-    + r"|(\}))?"  # 4: a message closes
-    + _S + "(?:#.*)?"
+    "(?:(" + _WORD + ")" + _S  # 1: the field's name
+    + "(?::" + _S + "(?:(" + _NUMBER + r"""|"[^"\\]*"|'[^'\\]*'|""" + _WORD + r")|(\{))"  # 2: its value, 3: {
+    + r"|(\{))"  # 4: a message opens without a colon
+    + r"|(\}))?"  # 5: a message closes
+    + "(?:" + _S + "#.*)?"
 )
+_STRIP = " \t\r\f\v"
+_LONGEST_LINE = 1000  # longer lines take the token path
 
 
 def fast_parse(token_re: re.Pattern[str], text: str, source: str) -> Mapping | None:
@@ -53,13 +57,16 @@ def _by_lines(text: str, source: str) -> Mapping | None:
     nodes = 0
     lines = text.split("\n")
     for number, line in enumerate(lines, 1):
-        m = match(line)
+        body = line.lstrip(_STRIP)
+        indent = len(line) - len(body)
+        m = match(body.rstrip(_STRIP)) if len(line) <= _LONGEST_LINE else None
         if m is None:
             return None
-        name, value, opened, closed = m.groups()
+        name, value, opened, bare_open, closed = m.groups()
         if name is None and closed is None:
             continue  # blank, or a comment
-        column = m.start(1 if closed is None else 4) + 1
+        opened = opened or bare_open
+        column = indent + 1
         if start is None:
             start = _new(Location, (source, number, column))
         if closed is not None:
@@ -86,7 +93,7 @@ def _by_lines(text: str, source: str) -> Mapping | None:
         nodes += 1
         if nodes > MAX_NODES:
             return None
-        items.append((name, where, _new(Scalar, (scalar, _new(Location, (source, number, m.start(2) + 1))))))
+        items.append((name, where, _new(Scalar, (scalar, _new(Location, (source, number, indent + m.start(2) + 1))))))
     if stack:
         return None
     if start is None:  # nothing but blanks and comments: the full parser's mapping starts at the end
