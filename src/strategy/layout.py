@@ -171,12 +171,20 @@ def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dic
     return out
 
 
+_ENV_KEYS: dict[str, object] = {}  # name -> os.environ's key for it, encoded once
+
+
 def env_is_set(name: str) -> bool:
     """`name in os.environ`, without the KeyError that costs a miss there (resolve runs this on every call)."""
     data = getattr(os.environ, "_data", None)
-    encode = getattr(os.environ, "encodekey", None)
-    if isinstance(data, dict) and encode is not None:
-        return encode(name) in data
+    if isinstance(data, dict):
+        key = _ENV_KEYS.get(name)
+        if key is None:
+            encode = getattr(os.environ, "encodekey", None)
+            if encode is None:
+                return name in os.environ
+            key = _ENV_KEYS[name] = encode(name)
+        return key in data
     return name in os.environ
 
 

@@ -168,7 +168,7 @@ def resolve_with_reasons(
     hybrid = getattr(s, plan.hybrid)
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
-    effective = {g.configs: _gated(plan, g, getattr(hybrid, g.configs), degrees, notes, reasons) for g in plan.groups}
+    effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
     mp_group = next(g for g in plan.groups if g.configs == plan.mp)
     mp = MpSettings(**{flag.setting: effective[plan.mp][flag.name] for flag in mp_group.flags})
     sharding = ShardingSettings(**{k: v for k, v in effective[plan.sharding].items() if k in _SHARDING_FIELDS})
@@ -196,6 +196,9 @@ class _Group(NamedTuple):
     configs: str  # the message field: "mp_configs"
     gate: str | None  # its (active_when_parallel) degree
     flags: tuple[_Flag, ...]  # its implemented scalar fields, each after the flag it requires
+    defaults: dict[str, Any]  # each flag's default value: what a file that leaves it out gets
+    bools: tuple[_Flag, ...]  # the bool flags, in `flags`' order: gated off while the degree is 1
+    dependent: tuple[_Flag, ...]  # the bool flags that require another, in `flags`' order
 
 
 class _Plan(NamedTuple):
@@ -219,13 +222,20 @@ def _plan() -> _Plan:
     sharding = next(f for f in fields if f.message_type is DygraphShardingConfig.DESCRIPTOR)
     pp = next(f for f in fields if f.message_type is PpConfig.DESCRIPTOR)
     groups = tuple(
-        _Group(f.name, schema.option(f, "active_when_parallel"), _flags(f.message_type))
-        for f in fields
+        _group(f) for f in fields
         if f.message_type is not None and schema.option(f, "active_when_parallel")
         and schema.option(f, "support") == IMPLEMENTED
     )
     tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
     return _Plan(hybrid.name, mp.name, sharding.name, pp.name, groups, tp_plan)
+
+
+def _group(f: FieldDescriptor) -> _Group:
+    flags = _flags(f.message_type)
+    defaults = {flag.name: f.message_type.fields_by_name[flag.name].default_value for flag in flags}
+    bools = tuple(flag for flag in flags if flag.is_bool)
+    return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools,
+                  tuple(flag for flag in bools if flag.requires))
 
 
 def _flags(desc: Any) -> tuple[_Flag, ...]:
@@ -245,28 +255,33 @@ def _flags(desc: Any) -> tuple[_Flag, ...]:
     return tuple(flags)
 
 
-def _gated(plan: _Plan, group: _Group, config: Any, degrees: dict[str, int], notes: list[str],
+def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str],
            reasons: dict[str, str]) -> dict[str, Any]:
     """Each flag's effective value: a bool is off when the group's degree is 1, or when the flag it requires is
-    effectively off (noted when the file set it); other values as the file gives them."""
+    effectively off (noted when the file set it); other values as the file gives them. Reads only what the file
+    set (the defaults come from the schema)."""
     gate_degree = degrees[group.gate] if group.gate is not None else None
     active = gate_degree is None or gate_degree > 1
+    effective = dict(group.defaults)
+    config = getattr(hybrid, group.configs) if hybrid.HasField(group.configs) else None
+    if config is not None:
+        for f, value in config.ListFields():
+            if f.name in effective:
+                effective[f.name] = value
     prefix = f"{plan.hybrid}.{group.configs}."
-    effective: dict[str, Any] = {}
-    for flag in group.flags:  # ordered so that a flag comes after the one it requires
-        value = getattr(config, flag.name)
-        if flag.is_bool and value:
-            reason = None
-            if not active:
-                reason = f"{group.gate} is {gate_degree}"
-            elif flag.requires and not effective[flag.requires]:
-                reason = f"requires {prefix}{flag.requires}: true"
-            if reason:
-                value = False
-                reasons[prefix + flag.name] = reason
-                if config.HasField(flag.name):
-                    notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
-        effective[flag.name] = value
+    for flag in group.dependent if active else group.bools:  # ordered so that a flag comes after the one it requires
+        if not effective[flag.name]:
+            continue
+        if not active:
+            reason = f"{group.gate} is {gate_degree}"
+        elif not effective[flag.requires]:  # type: ignore[index]  # `dependent` flags have one
+            reason = f"requires {prefix}{flag.requires}: true"
+        else:
+            continue
+        effective[flag.name] = False
+        reasons[prefix + flag.name] = reason
+        if config is not None and config.HasField(flag.name):
+            notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
     return effective
 
 
@@ -318,7 +333,7 @@ _TRAINING = (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_m
 
 
 def _warn_legacy_env() -> None:
-    for path, _, name in schema.fields_with("legacy_env"):
+    for path, name in _legacy_env():
         if layout.env_is_set(name):
             on = os.environ[name].strip().lower() in ("1", "true")
             warn(
@@ -329,3 +344,7 @@ def _warn_legacy_env() -> None:
             )
 
 
+@functools.cache
+def _legacy_env() -> tuple[tuple[str, str], ...]:
+    """(field path, environment variable) for each (legacy_env) in the schema."""
+    return tuple((path, name) for path, _, name in schema.fields_with("legacy_env"))
