@@ -149,7 +149,7 @@ def cli_wall_time(path: Path, runs: int = 31) -> dict:
             subprocess.run(cmd, capture_output=True, check=True, env=env)
             times[name].append((time.perf_counter() - start) * 1e3)
     out = {f"{name}_ms": statistics.median(t) for name, t in times.items()}
-    return out | {"ratio": out["validate_ms"] / out["pass_ms"], "runs": runs, "command": " ".join(commands["validate"][:-1])}
+    return out | {"ratio": out["validate_ms"] / out["pass_ms"], "runs": runs, "command": " ".join(commands["validate"][:-2])}
 
 
 def _ratio(ours: float, theirs: float | None) -> str:
