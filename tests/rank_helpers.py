@@ -31,6 +31,20 @@ def init(s: strategy.DistributedStrategy, policy: str = "strict") -> parallel.Hy
         return parallel.init(s, policy=policy)
 
 
+def data_mean(value: torch.Tensor | float, hcg: parallel.HybridGroup) -> float:
+    """The whole batch's loss from this rank's: sep shares summed, then the mean over the data ranks (dp × sharding)."""
+    import torch.distributed as dist
+
+    t = torch.as_tensor(value, dtype=torch.float64).detach().clone()
+    if hcg.sep_size > 1:
+        dist.all_reduce(t, group=hcg.sep_group)
+    for axis in ("dp", "sharding"):
+        if getattr(hcg, f"{axis}_size") > 1:
+            dist.all_reduce(t, group=hcg.group(axis))
+            t /= getattr(hcg, f"{axis}_size")
+    return float(t)
+
+
 def close(actual: torch.Tensor, expected: torch.Tensor, what: str, rtol: float = RTOL, atol: float = ATOL) -> None:
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
 

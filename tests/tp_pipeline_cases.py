@@ -6,11 +6,11 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.distributed as dist
 
 import parallel
 import strategy
-from rank_helpers import close, init
+from parallel.pipeline import next_token_loss
+from rank_helpers import close, data_mean, init
 
 VOCAB, SEQ, LR = 64, 16, 1e-3
 
@@ -52,13 +52,11 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: i
         ids = _batch(step, rows * hcg.data_size)
         mine = ids[hcg.data_rank * rows:(hcg.data_rank + 1) * rows]
         loss = model.train_batch((mine, mine), opt)
-        losses.append(_data_mean(loss, hcg))
+        losses.append(data_mean(loss, hcg))
         total = 0.0
         for r in range(hcg.data_size):  # the reference: every data rank's micro-batches, averaged
             part = ids[r * rows:(r + 1) * rows]
             for chunk in part.chunk(p.accumulate_steps):
-                from parallel.pipeline import next_token_loss
-
                 ref = next_token_loss(reference(input_ids=chunk).logits, chunk) / (p.accumulate_steps * hcg.data_size)
                 ref.backward()
                 total += float(ref)
@@ -75,15 +73,6 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: i
     names = sorted(n for n, _ in model.named_parameters())
     return {"losses": losses, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
             "stages": list(model.stage_ids), "names": names, "schedule": p.schedule}
-
-
-def _data_mean(value: float, hcg) -> float:
-    t = torch.tensor(value, dtype=torch.float64)
-    for axis in ("dp", "sharding"):
-        if getattr(hcg, f"{axis}_size") > 1:
-            dist.all_reduce(t, group=hcg.group(axis))
-            t /= getattr(hcg, f"{axis}_size")
-    return float(t)
 
 
 def batch_error(text: str, rows: int) -> str:

@@ -12,7 +12,7 @@ from torch import nn
 
 import parallel
 import strategy
-from rank_helpers import close, init
+from rank_helpers import close, data_mean, init
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
@@ -59,7 +59,7 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = 1.0) -> dict:
         share.backward()
         opt.step()
         opt.zero_grad()
-        totals.append(_data_loss(share, hcg))
+        totals.append(data_mean(share, hcg))
         norms.append(float(opt.last_grad_norm) if clip else 0.0)
         # One process, the whole batch: the mean over the data ranks of each data rank's mean token loss.
         ref = sum(reference(input_ids=ids[r * ROWS:(r + 1) * ROWS], labels=labels[r * ROWS:(r + 1) * ROWS]).loss
@@ -75,17 +75,6 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = 1.0) -> dict:
     parallel.check_replicas(model, grads=False)
     return {"losses": totals, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
             "attention": model.config._attn_implementation}
-
-
-def _data_loss(share: torch.Tensor, hcg) -> float:
-    """The sep group's shares summed (the data rank's loss), then the mean over the data ranks."""
-    t = share.detach().clone()
-    dist.all_reduce(t, group=hcg.sep_group)
-    for axis in ("dp", "sharding"):
-        if getattr(hcg, f"{axis}_size") > 1:
-            dist.all_reduce(t, group=hcg.group(axis))
-            t /= getattr(hcg, f"{axis}_size")
-    return float(t)
 
 
 class Plain(nn.Module):

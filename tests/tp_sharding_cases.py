@@ -14,7 +14,7 @@ import parallel
 import strategy
 from parallel.introspect import count_collectives
 from parallel.topology.dtensors import local
-from rank_helpers import close, init
+from rank_helpers import close, data_mean, init
 
 # Deliberately uneven: 11 vocabulary rows and 20 hidden units do not divide by 4 (FSDP2 pads its shards).
 VOCAB, HIDDEN, INNER, ROWS, SEQ, LR = 11, 12, 20, 2, 6, 1e-3
@@ -59,16 +59,6 @@ def _global_batch(step: int, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randint(0, VOCAB, (rows, SEQ), generator=g), torch.randint(0, VOCAB, (rows, SEQ), generator=g)
 
 
-def _data_mean(value: torch.Tensor, hcg: parallel.HybridGroup) -> float:
-    """The mean over the data ranks (dp × sharding): the loss of the whole batch."""
-    mean = value.detach().clone()
-    for axis in ("dp", "sharding"):
-        if getattr(hcg, f"{axis}_size") > 1:
-            dist.all_reduce(mean, group=hcg.group(axis))
-            mean /= getattr(hcg, f"{axis}_size")
-    return float(mean)
-
-
 def _local_bytes(tensors) -> int:
     return sum(local(t).numel() * local(t).element_size() for t in tensors if t is not None)
 
@@ -111,7 +101,7 @@ def parity(text: str, steps: int = 3, clip: float | None = None, model_kind: str
                 loss.backward()
                 ref_loss = _loss(reference, ids, labels, model_kind)
                 (ref_loss / k).backward()
-                losses.append(_data_mean(loss, hcg))
+                losses.append(data_mean(loss, hcg))
                 ref_losses.append(float(ref_loss))
                 if micro == k - 1 and clip is not None:
                     norms.append(float(opt.clip_grad_norm_(clip)))
