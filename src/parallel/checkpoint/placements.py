@@ -46,13 +46,13 @@ def state_mesh(hcg: HybridGroup) -> DeviceMesh:
     stage's parameters exist on its own ranks only; the other stages hold other keys)."""
     if hcg.pp_size == 1:
         return hcg.mesh
-    key = id(hcg.mesh)
-    if key not in _STATE_MESHES:
-        _STATE_MESHES[key] = hcg.mesh[tuple(d for d in hcg.mesh.mesh_dim_names or () if d != "pp")]
-    return _STATE_MESHES[key]
+    cached = _STATE_MESH.get("mesh")
+    if cached is None or cached[0] is not hcg.mesh:  # one slice per init (a later init has a mesh of its own)
+        _STATE_MESH["mesh"] = (hcg.mesh, hcg.mesh[tuple(d for d in hcg.mesh.mesh_dim_names or () if d != "pp")])
+    return _STATE_MESH["mesh"][1]
 
 
-_STATE_MESHES: dict[int, DeviceMesh] = {}
+_STATE_MESH: dict[str, tuple[DeviceMesh, DeviceMesh]] = {}
 
 
 def _nest(placements: list[Any], dims: tuple[str, ...], mp_dim: int, hcg: HybridGroup) -> None:
