@@ -23,7 +23,13 @@ def parse(msg: Message, data: bytes, *, source: str, policy: str) -> None:
             "pass format= if the file is in another format",
             source=source,
         ) from None
-    unknown = _unknown(msg, "")
+    size = msg.ByteSize()
+    msg.DiscardUnknownFields()
+    if msg.ByteSize() == size:
+        return  # nothing unknown (unknown fields count in the size): the common case, without walking the message
+    probe = type(msg)()
+    probe.MergeFromString(data)
+    unknown = _unknown(probe, "")
     for path, number, wire_type in unknown:
         where = f"in {path}" if path else "at the top level"
         text = (
@@ -33,8 +39,6 @@ def parse(msg: Message, data: bytes, *, source: str, policy: str) -> None:
         if policy == "strict":
             raise StrategyError.at(Location(source), text + "; policy 'warn' drops it", field=path or None)
         warn(Location(source), text + "; dropped (policy 'warn')", stacklevel=5)
-    if unknown:
-        msg.DiscardUnknownFields()
 
 
 def _unknown(msg: Message, path: str) -> list[tuple[str, int, int]]:

@@ -16,11 +16,11 @@ from . import schema
 from .errors import Location, StrategyError, warn
 from .tree import Ident, Mapping, Node, Scalar, Sequence
 
-__all__ = ["Positions", "build"]
+__all__ = ["Positions", "build", "scalar"]
 
 Positions = dict[str, Location]
 
-_INT_RANGES = {
+INT_RANGES = {
     FieldDescriptor.CPPTYPE_INT32: (-(2**31), 2**31 - 1),
     FieldDescriptor.CPPTYPE_INT64: (-(2**63), 2**63 - 1),
     FieldDescriptor.CPPTYPE_UINT32: (0, 2**32 - 1),
@@ -110,7 +110,7 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx,
             if schema.is_message(field):
                 _fill(target.add(), _expect_mapping(item, where), where + ".", ctx)
             else:
-                target.append(_scalar(field, item, path, ctx.text))
+                target.append(scalar(field, item, path, ctx.text))
         return
     if isinstance(node, Sequence):
         raise StrategyError.at(node.where, f"{path} takes a single value, got a list", field=path)
@@ -118,7 +118,7 @@ def _set(msg: Message, field: FieldDescriptor, node: Node, path: str, ctx: _Ctx,
         _fill(getattr(msg, field.name), _expect_mapping(node, path), path + ".", ctx)
         getattr(msg, field.name).SetInParent()
     else:
-        setattr(msg, field.name, _scalar(field, node, path, ctx.text))
+        setattr(msg, field.name, scalar(field, node, path, ctx.text))
 
 
 def _expect_mapping(node: Node, path: str) -> Mapping:
@@ -147,7 +147,7 @@ def _describe(value: Any) -> str:
     return type(value).__name__
 
 
-def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -> Any:
+def scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -> Any:
     """The node's value for `field`; `text` applies the text format's stricter and wider literal rules."""
     if not isinstance(node, Scalar):
         raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_kind(node)}", field=path)
@@ -164,10 +164,10 @@ def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -
         return value
     if text and kind is int and cpp == _BOOL and value in (0, 1):
         return bool(value)  # the text format spells bools 0 and 1 too
-    if text and kind is float and cpp in _INT_RANGES and not (value == 0 and str(value) == "-0.0"):
+    if text and kind is float and cpp in INT_RANGES and not (value == 0 and str(value) == "-0.0"):
         raise StrategyError.at(node.where, f"{path} expects an integer, got the number {value!r}", field=path)
-    if kind is int and cpp in _INT_RANGES:
-        low, high = _INT_RANGES[cpp]
+    if kind is int and cpp in INT_RANGES:
+        low, high = INT_RANGES[cpp]
         if not low <= value <= high:
             raise StrategyError.at(node.where, f"{path} = {value} is out of range [{low}, {high}]", field=path)
         return value
@@ -176,11 +176,11 @@ def _scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) -
     ok: Any = _MISSING
     if cpp == FieldDescriptor.CPPTYPE_BOOL and isinstance(value, bool):
         ok = value
-    elif cpp in _INT_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+    elif cpp in INT_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
         if isinstance(value, float) and value.is_integer() and abs(value) < 2**64:
             value = int(value)
         if isinstance(value, int):
-            low, high = _INT_RANGES[cpp]
+            low, high = INT_RANGES[cpp]
             if not low <= value <= high:
                 raise StrategyError.at(node.where, f"{path} = {value} is out of range [{low}, {high}]", field=path)
             ok = value
@@ -230,7 +230,7 @@ def _expected(field: FieldDescriptor) -> str:
     cpp = field.cpp_type
     if cpp == FieldDescriptor.CPPTYPE_BOOL:
         return "true or false"
-    if cpp in _INT_RANGES:
+    if cpp in INT_RANGES:
         return "an integer"
     if cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
         return "a number"

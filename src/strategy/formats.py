@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from . import binary, textproto
+from . import binary, textdirect, textproto
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
-from .builder import Positions, build
-from .errors import StrategyError
+from .builder import build
+from .errors import Location, StrategyError
 
 __all__ = ["EXTENSIONS", "FORMATS", "decode", "format_for", "parse", "serialize"]
 
@@ -63,8 +63,9 @@ def decode(data: bytes, source: str) -> str:
 
 def parse(
     data: str | bytes, format: str, *, source: str, policy: str, errors: list[StrategyError] | None = None
-) -> tuple[DistributedStrategy, Positions]:
-    """Parse one document into a message, with the location of every field it sets.
+) -> tuple[DistributedStrategy, MutableMapping[str, Location]]:
+    """Parse one document into a message, with the location of every field it sets (worked out when first asked,
+    for a document read directly).
 
     Syntax errors always raise; with `errors`, schema problems are collected there and parsing goes on.
     """
@@ -73,13 +74,28 @@ def parse(
         if isinstance(data, str):
             raise StrategyError("binary input must be bytes, got str", source=source)
         binary.parse(msg, data, source=source, policy=policy)
-        return msg, {}
+        return msg, {}  # the wire format has no lines
     text = decode(data, source) if isinstance(data, bytes) else data
+    direct = textdirect if format == "prototxt" else importlib.import_module(_DIRECT[format], __package__)
+    positions = direct.fill(msg, text, source)
+    if positions is not None:
+        return msg, positions
+    msg = DistributedStrategy()  # the direct reader gave up half way: start over, on the located path
+    return msg, located(msg, text, format, source=source, policy=policy, errors=errors)
+
+
+# Imported on first use: the CLI starts faster when a run needs neither YAML nor JSON.
+_DIRECT = {"json": ".jsondirect", "yaml": ".yamldirect"}
+_LOCATED = {"json": ".jsonread", "yaml": ".yamlread"}
+
+
+def located(msg: DistributedStrategy, text: str, format: str, *, source: str, policy: str,
+            errors: list[StrategyError] | None = None) -> dict[str, Location]:
+    """Fill `msg` from a text document on the located path: every field's location, and every error's."""
     if format == "prototxt":
-        return msg, build(msg, textproto.parse(text, source), policy=policy, text=True, errors=errors)
-    # Imported on first use: the CLI starts faster when a run needs neither YAML nor JSON.
-    reader = importlib.import_module(".jsonread" if format == "json" else ".yamlread", __package__)
-    return msg, build(msg, reader.parse(text, source), policy=policy, errors=errors)
+        return build(msg, textproto.parse(text, source), policy=policy, text=True, errors=errors)
+    reader = importlib.import_module(_LOCATED[format], __package__)
+    return build(msg, reader.parse(text, source), policy=policy, errors=errors)
 
 
 def serialize(msg: DistributedStrategy, format: str) -> str | bytes:

@@ -53,12 +53,16 @@ def read_bytes(source: str) -> bytes:
         try:
             st = os.fstat(fd)
             # Read at most one byte past the limit (a small buffer for small files); _load reports the excess.
-            want = min(st.st_size, MAX_BYTES) + 1 if stat.S_ISREG(st.st_mode) else MAX_BYTES + 1
-            parts = []
-            while want > 0 and (chunk := os.read(fd, want)):
-                parts.append(chunk)
-                want -= len(chunk)
-            data = b"".join(parts)
+            regular = stat.S_ISREG(st.st_mode)
+            want = min(st.st_size, MAX_BYTES) + 1 if regular else MAX_BYTES + 1
+            data = os.read(fd, want)
+            if not regular or len(data) == want:  # a pipe, or a file that grew: read on to the end, or the limit
+                parts = [data]
+                want -= len(data)
+                while want > 0 and (chunk := os.read(fd, want)):
+                    parts.append(chunk)
+                    want -= len(chunk)
+                data = b"".join(parts)
         finally:
             os.close(fd)
     except OSError as e:

@@ -5,6 +5,7 @@ Read generically from the schema's (axis), (infer_value), (axis_order) and (grou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import functools
 import math
 import os
@@ -96,7 +97,7 @@ def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> d
     return out
 
 
-def exclusive(hybrid: HybridConfig, positions: dict[str, Location], source: str | None) -> None:
+def exclusive(hybrid: HybridConfig, positions: Mapping[str, Location], source: str | None) -> None:
     """Degrees the file sets that cannot both be > 1 ((excludes) in the schema: sep and cp), an error located at both
     fields; checked before anything else, whatever the policy does with either."""
     p = plan()
@@ -116,7 +117,7 @@ def _exclusions() -> tuple[tuple[str, str], ...]:
     return tuple((f.name, schema.option(f, "excludes")) for f in HybridConfig.DESCRIPTOR.fields if schema.option(f, "excludes"))
 
 
-def order(hybrid: HybridConfig, degrees: dict[str, int], positions: dict[str, Location], source: str | None) -> tuple[str, ...]:
+def order(hybrid: HybridConfig, degrees: dict[str, int], positions: Mapping[str, Location], source: str | None) -> tuple[str, ...]:
     """All axis names, outermost first: the file's order completed with the left-out axes in their default places.
 
     The rules checked at load that each name is known and listed once; here, that no axis of degree > 1 is left out.

@@ -6,6 +6,7 @@ once, as data (`MODES`), read by resolution, its errors, and the README's table 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import functools
 import itertools
 from typing import Any, NamedTuple
@@ -69,7 +70,7 @@ def _plan() -> _Plan:
 
 
 class _Context(NamedTuple):
-    positions: dict[str, Location]
+    positions: Mapping[str, Location]
     source: str | None
     problems: list[StrategyError] | None  # None: raise the first
 
@@ -82,7 +83,7 @@ class _Context(NamedTuple):
         self.problems.append(error)
 
 
-def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], positions: dict[str, Location],
+def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], positions: Mapping[str, Location],
              source: str | None, *, policy: str, notes: list[str],
              problems: list[StrategyError] | None = None) -> PipelineSettings:
     """The effective pipeline of `s` at these degrees; `pp_configs`: PpConfig's implemented fields after gating.

@@ -5,6 +5,7 @@ Run after every load (with field locations) and again by `resolve` (for messages
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import functools
 from typing import Any, NamedTuple
 
@@ -26,7 +27,7 @@ def check_policy(policy: str) -> None:
 
 def check(
     msg: Message,
-    positions: dict[str, Location],
+    positions: Mapping[str, Location],
     *,
     policy: str,
     source: str | None = None,
@@ -89,7 +90,7 @@ def _report(error: StrategyError, errors: list[StrategyError] | None) -> None:
     errors.append(error)
 
 
-def _walk(msg: Message, prefix: str, positions: dict[str, Location], source: str | None,
+def _walk(msg: Message, prefix: str, positions: Mapping[str, Location], source: str | None,
           broken: list[tuple[str, str]], values: bool = True, errors: list[StrategyError] | None = None) -> None:
     for field, value in msg.ListFields():  # only set fields: defaults satisfy every rule
         if field.message_type is not None:
@@ -149,7 +150,7 @@ def _not_allowed(path: str, value: str, allowed: tuple[str, ...]) -> str:
     return f'{path} must be one of {choices}; got "{value}"{hint}'
 
 
-def _check_items(field: FieldDescriptor, value: Any, rule: _Rule, path: str, positions: dict[str, Location],
+def _check_items(field: FieldDescriptor, value: Any, rule: _Rule, path: str, positions: Mapping[str, Location],
                  source: str | None, errors: list[StrategyError] | None) -> None:
     """A repeated scalar's rules, item by item, each error at its item: allowed values, no repeats."""
     first: dict[Any, int] = {}

@@ -5,6 +5,7 @@ Every field declares `(support)` and a `(hint)` in the schema; nothing here name
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 import struct
 from typing import Any, NamedTuple
 
@@ -91,20 +92,20 @@ def hint(f: FieldDescriptor) -> str:
     return schema.option(f, "hint") or schema.message_option(f.containing_type, "fields_hint") or ""
 
 
-def review(msg: Message, *, positions: dict[str, Location] | None = None, source: str | None = None) -> Review:
+def review(msg: Message, *, positions: Mapping[str, Location] | None = None, source: str | None = None) -> Review:
     """Walk the set fields of `msg`: notes for those without effect, findings for unimplemented non-defaults.
 
     A setting inside an inactive message (pp_configs while pp_degree is 1, amp_configs while amp is false)
     takes no effect whatever its status, so it gets a note, not an error.
     """
     out = Review()
-    _walk(msg, "", _IMPLEMENTED, None, positions or {}, source, out)
+    _walk(msg, "", _IMPLEMENTED, None, {} if positions is None else positions, source, out)
     out.unsupported.sort(key=lambda f: (f.error.line is None, f.error.line or 0, f.error.column or 0))  # file order
     return out
 
 
 def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
-          positions: dict[str, Location], source: str | None, out: Review) -> None:
+          positions: Mapping[str, Location], source: str | None, out: Review) -> None:
     """`inherited`: the nearest status above `msg` that is not IMPLEMENTED (the status of its implemented fields)."""
     for f, value in msg.ListFields():
         facts = _FACTS.get(f) or _facts(f)
@@ -255,7 +256,7 @@ def effective(msg: Message, paths: list[str]) -> Message:
 # the line. Protobuf messages take no weak references: keep the last few, by identity, with the message
 # and its bytes at load time (a message changed since is still resolved, but checked again).
 class Recalled(NamedTuple):
-    positions: dict[str, Location]
+    positions: Mapping[str, Location]
     source: str | None
     checked: str | None  # the policy the rules (ranges, `requires`) were checked under, while unchanged since
 
@@ -271,7 +272,7 @@ _REMEMBER_AT_MOST = 16
 _UNKNOWN = Recalled({}, None, None)
 
 
-def remember(msg: Message, positions: dict[str, Location], source: str | None, *, checked: str | None) -> None:
+def remember(msg: Message, positions: Mapping[str, Location], source: str | None, *, checked: str | None) -> None:
     """Record where `msg`'s fields came from; `checked`: the policy it passed the rules under, if it did."""
     _REMEMBERED.pop(id(msg), None)
     _REMEMBERED[id(msg)] = _Loaded(msg, Recalled(positions, source, checked), msg.SerializeToString(deterministic=True))

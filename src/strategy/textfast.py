@@ -19,7 +19,7 @@ __all__ = ["fast_parse"]
 
 _INT = re.compile(r"0|[1-9][0-9]*")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
-_BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
+BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
 _SPECIAL = {"inf", "infinity", "nan"}  # float words: the full parser handles them (with their sign)
 _new = tuple.__new__
 
@@ -31,15 +31,16 @@ _new = tuple.__new__
 _S = r"[ \t\r\f\v]*"  # the lexer's whitespace, less the newline
 _NUMBER = r"-?[0-9][A-Za-z0-9_.]*(?:[eE][+-][A-Za-z0-9_.]*)?"  # a superset of the lexer's: `_scalar` decides
 _WORD = r"[A-Za-z_][A-Za-z0-9_]*"
-_LINE = re.compile(
+LINE = re.compile(
     "(?:(" + _WORD + ")" + _S  # 1: the field's name
     + "(?::" + _S + "(?:(" + _NUMBER + r"""|"[^"\\]*"|'[^'\\]*'|""" + _WORD + r")|(\{))"  # 2: its value, 3: {
     + r"|(\{))"  # 4: a message opens without a colon
     + r"|(\}))?"  # 5: a message closes
     + "(?:" + _S + "#.*)?"
 )
-_STRIP = " \t\r\f\v"
-_LONGEST_LINE = 1000  # longer lines take the token path
+STRIP = " \t\r\f\v"
+LONGEST_LINE = 1000  # longer lines take the token path
+LONGEST_NUMBER = 400  # longer literals are the full parser's (its limits and escaping rules)
 
 
 def fast_parse(token_re: re.Pattern[str], text: str, source: str) -> Mapping | None:
@@ -50,16 +51,16 @@ def fast_parse(token_re: re.Pattern[str], text: str, source: str) -> Mapping | N
 
 def _by_lines(text: str, source: str) -> Mapping | None:
     """The tree of a text with one statement (or none) on each line; None for anything else."""
-    match = _LINE.fullmatch
+    match = LINE.fullmatch
     stack: list[tuple[list, Location | None, str, Location]] = []
     items: list[tuple[str, Location, Node]] = []
     start: Location | None = None  # a mapping starts at its first token: known once it is seen
     nodes = 0
     lines = text.split("\n")
     for number, line in enumerate(lines, 1):
-        body = line.lstrip(_STRIP)
+        body = line.lstrip(STRIP)
         indent = len(line) - len(body)
-        m = match(body.rstrip(_STRIP)) if len(line) <= _LONGEST_LINE else None
+        m = match(body.rstrip(STRIP)) if len(line) <= LONGEST_LINE else None
         if m is None:
             return None
         name, value, opened, bare_open, closed = m.groups()
@@ -83,13 +84,9 @@ def _by_lines(text: str, source: str) -> Mapping | None:
             stack.append((items, start, name, where))
             items, start = [], None
             continue
-        negative = value[0] == "-"
-        scalar = _scalar(value[1:] if negative else value)
-        if scalar is _NONE:
+        scalar = line_value(value)
+        if scalar is NONE:
             return None
-        if negative:
-            # As the full parser: "-0" is a float's negative zero (the builder reads it as 0 for integers).
-            scalar = -0.0 if scalar == 0 and type(scalar) is int else -scalar  # type: ignore[operator]
         nodes += 1
         if nodes > MAX_NODES:
             return None
@@ -161,7 +158,7 @@ def _by_tokens(token_re: re.Pattern[str], text: str, source: str) -> Mapping | N
         if toks[i - 1][0] != ":":
             return None  # a scalar needs its colon: the full parser explains
         scalar = _scalar(value)
-        if scalar is _NONE:
+        if scalar is NONE:
             return None
         nodes += 1
         if nodes > MAX_NODES:
@@ -174,7 +171,17 @@ def _by_tokens(token_re: re.Pattern[str], text: str, source: str) -> Mapping | N
             i += 1
 
 
-_NONE = object()
+NONE = object()  # not a value the fast paths read
+
+
+def line_value(value: str) -> object:
+    """The value a line's value group spells (a number may be negative), or NONE."""
+    negative = value[0] == "-"
+    scalar = _scalar(value[1:] if negative else value)
+    if negative and scalar is not NONE:
+        # As the full parser: "-0" is a float's negative zero (the builder reads it as 0 for integers).
+        return -0.0 if scalar == 0 and type(scalar) is int else -scalar  # type: ignore[operator]
+    return scalar
 
 
 def head_is_string(value: str) -> bool:
@@ -183,16 +190,16 @@ def head_is_string(value: str) -> bool:
 
 def _scalar(value: str) -> object:
     head = value[0]
-    if len(value) > 400 or not value.isascii():
-        return _NONE  # the full parser's limits and escaping rules apply
+    if len(value) > LONGEST_NUMBER or not value.isascii():
+        return NONE  # the full parser's limits and escaping rules apply
     if head in "\"'":
-        return value[1:-1] if "\\" not in value and len(value) >= 2 and value[-1] == head else _NONE
+        return value[1:-1] if "\\" not in value and len(value) >= 2 and value[-1] == head else NONE
     if head.isdigit():
         if _INT.fullmatch(value):
             return int(value)
-        return float(value) if _FLOAT.fullmatch(value) else _NONE
+        return float(value) if _FLOAT.fullmatch(value) else NONE
     if head.isalpha() or head == "_":
-        if value in _BOOLS:
-            return _BOOLS[value]
-        return _NONE if value.lower() in _SPECIAL else Ident(value)
-    return _NONE
+        if value in BOOLS:
+            return BOOLS[value]
+        return NONE if value.lower() in _SPECIAL else Ident(value)
+    return NONE

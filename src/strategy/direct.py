@@ -1,0 +1,132 @@
+"""Filling a message straight from a plain document: the fast path every text format takes first.
+
+The located readers (textproto, jsonread, yamlread, then the builder) record where each field came from and own
+every error message; most of their time goes into those locations. A direct reader fills the message without
+them and gives up (`GiveUp`) on anything it is not sure the located path reads the same way: an unknown or
+repeated name, a value of the wrong type, anything outside its format's plain subset. The caller then starts
+over on the located path; locations of a directly read file are worked out only when something asks for one
+(`Positions`). Values are converted by the builder's own `scalar`, so both paths agree on every value.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from collections.abc import MutableMapping
+from typing import Any, NamedTuple
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from .builder import INT_RANGES, scalar
+from .errors import Location, StrategyError
+from .tree import Scalar
+
+__all__ = ["GiveUp", "Positions", "Slot", "assign", "fields", "value"]
+
+
+class GiveUp(Exception):
+    """This document needs the located path (it may be fine: the located path decides)."""
+
+
+class Slot(NamedTuple):
+    """What a direct reader needs of one field, read from its descriptor once (descriptor attributes are slow)."""
+
+    field: FieldDescriptor
+    name: str
+    repeated: bool
+    message: Descriptor | None  # the type of a message field
+    plain: type | None  # the Python type the builder keeps as it is (bool, int, str); None: always convert
+    low: Any  # an int field's range
+    high: Any
+
+
+@functools.cache
+def fields(desc: Descriptor, json_names: bool) -> dict[str, Slot]:
+    """The names a document may give `desc`'s fields: proto names, and with `json_names` lowerCamelCase names too,
+    resolved as the builder resolves them (a proto name first, else the first field with that JSON name)."""
+    slots = {f.name: _slot(f) for f in desc.fields}
+    out: dict[str, Slot] = {}
+    if json_names:
+        for f in desc.fields:
+            out.setdefault(f.json_name, slots[f.name])
+    out.update(slots)
+    return out
+
+
+def _slot(f: FieldDescriptor) -> Slot:
+    cpp = f.cpp_type
+    plain: type | None = None
+    low = high = None
+    if cpp == FieldDescriptor.CPPTYPE_BOOL:
+        plain = bool
+    elif cpp in INT_RANGES:
+        plain, (low, high) = int, INT_RANGES[cpp]
+    elif cpp == FieldDescriptor.CPPTYPE_STRING:
+        plain = str
+    return Slot(f, f.name, bool(f.is_repeated), f.message_type, plain, low, high)
+
+
+_new = tuple.__new__
+
+
+def value(field: FieldDescriptor, raw: Any, text: bool) -> Any:
+    """`raw` converted for `field` exactly as the builder converts it; GiveUp where the builder would refuse it."""
+    try:
+        return scalar(field, _new(Scalar, (raw, None)), "", text)
+    except StrategyError:
+        raise GiveUp from None
+
+
+def assign(msg: Message, slot: Slot, raw: Any, text: bool) -> None:
+    """Set (or, for a repeated field, append) one scalar value: as it is when the builder keeps it as it is (a bool
+    for a bool field, an int in range for an int field, ASCII text for a string), else converted by the builder."""
+    kind = type(raw)
+    if kind is not slot.plain or (kind is int and not slot.low <= raw <= slot.high) or (kind is str and not raw.isascii()):
+        raw = value(slot.field, raw, text)
+    try:
+        if slot.repeated:
+            getattr(msg, slot.name).append(raw)
+        else:
+            setattr(msg, slot.name, raw)
+    except (TypeError, ValueError):
+        raise GiveUp from None
+
+
+class Positions(MutableMapping[str, Location]):
+    """Where each field a document set came from, by dotted path, worked out by the located reader when first
+    asked (an error to point at, `strategy explain`): a directly read file pays for locations only then.
+
+    Locations set later (--set overrides) win over the document's, as in a dict.
+    """
+
+    __slots__ = ("_added", "_locate", "_table")
+
+    def __init__(self, locate: Callable[[], dict[str, Location]]) -> None:
+        self._locate: Callable[[], dict[str, Location]] | None = locate
+        self._table: dict[str, Location] = {}
+        self._added: dict[str, Location] = {}
+
+    def _found(self) -> dict[str, Location]:
+        if self._locate is not None:
+            locate, self._locate = self._locate, None
+            self._table = {**locate(), **self._added}
+        return self._table
+
+    def __getitem__(self, path: str) -> Location:
+        return self._found()[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._found())
+
+    def __len__(self) -> int:
+        return len(self._found())
+
+    def __setitem__(self, path: str, where: Location) -> None:
+        if self._locate is None:
+            self._table[path] = where
+        else:
+            self._added[path] = where
+
+    def __delitem__(self, path: str) -> None:
+        del self._found()[path]

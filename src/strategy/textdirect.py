@@ -1,0 +1,80 @@
+"""The text format read straight into a message: one statement a line, as protobuf and Paddle write it.
+
+The same line pattern and literals as the located fast path (`textfast`), without the tree and its locations;
+anything else, and every error, is the located reader's (see `direct`).
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import Message
+
+from .direct import GiveUp, Slot, assign, fields
+from .errors import Location
+from .limits import MAX_DEPTH, MAX_NODES
+from .textfast import BOOLS as _BOOLS
+from .textfast import LINE, LONGEST_LINE, LONGEST_NUMBER as _LONGEST_NUMBER, NONE, STRIP, line_value
+
+__all__ = ["fill"]
+
+
+def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
+    """Fill `msg` from `text`, returning where each field was set (as the builder records it: at its name); None
+    (msg then half filled: discard it) when the located reader must read it."""
+    if len(text) >= MAX_NODES:  # fewer characters than the node limit: never too many values
+        return None
+    match = LINE.fullmatch
+    names = fields(msg.DESCRIPTOR, False)
+    seen: set[str] = set()
+    prefix = ""
+    stack: list[tuple[Message, dict[str, Slot], set[str], str]] = []
+    positions: dict[str, Location] = {}
+    try:
+        for number, line in enumerate(text.split("\n"), 1):
+            body = line.lstrip(STRIP)
+            m = match(body.rstrip(STRIP)) if len(line) <= LONGEST_LINE else None
+            if m is None:
+                return None
+            name, raw, opened, bare_open, closed = m.groups()
+            if name is None:
+                if closed is not None:
+                    if not stack:
+                        return None
+                    msg, names, seen, prefix = stack.pop()
+                continue  # else blank, or a comment
+            slot = names.get(name)
+            if slot is None or (name in seen and not slot.repeated):
+                return None  # unknown, or set twice: the located reader says so
+            seen.add(name)
+            path = prefix + name
+            where = positions[path] = _new(Location, (source, number, len(line) - len(body) + 1))
+            if slot.repeated:
+                path = f"{path}[{len(getattr(msg, name))}]"
+                positions[path] = where
+            if opened or bare_open:
+                if slot.message is None or len(stack) >= MAX_DEPTH:
+                    return None
+                stack.append((msg, names, seen, prefix))
+                child = getattr(msg, name)
+                if slot.repeated:
+                    msg = child.add()
+                else:
+                    child.SetInParent()
+                    msg = child
+                names, seen, prefix = fields(slot.message, False), set(), path + "."
+                continue
+            value: object
+            if raw in _BOOLS:
+                value = _BOOLS[raw]
+            elif raw.isdigit() and (raw[0] != "0" or len(raw) == 1) and len(raw) <= _LONGEST_NUMBER:
+                value = int(raw)  # the common cases, as line_value reads them
+            else:
+                value = line_value(raw)
+            if value is NONE or slot.message is not None:
+                return None
+            assign(msg, slot, value, True)
+    except GiveUp:
+        return None
+    return None if stack else positions
+
+
+_new = tuple.__new__

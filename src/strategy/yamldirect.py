@@ -1,0 +1,182 @@
+"""YAML read straight into a message, for the block style `strategy.dump` and people write: one `key: value`,
+`key:` (a block follows), `- value` or `- key: value` (a message in a list) a line, plain or simply quoted
+scalars, `{}` and `[]`.
+
+Plain scalars are typed by PyYAML's own implicit resolvers (YAML 1.1: `on` is true, `010` is octal); anything
+else (flow collections, anchors, tags, block scalars, multi-line values, tabs, non-ASCII text) and every error is
+the located reader's (`yamlread`, see `direct`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import yaml
+from google.protobuf.message import Message
+
+from .direct import GiveUp, Slot, assign, fields
+from .errors import Location
+from .limits import MAX_NODES
+
+__all__ = ["fill"]
+
+# A line without its indentation: a sequence item's dash or not, then a scalar (an item's) or a key with or without
+# its value; then a comment or nothing.
+_VALUE = r"""\{\}|\[\]|'[ -&(-~]*'|"[ !#-\[\]-~]*"|(?:[A-Za-z0-9_.+~]|-(?=[0-9]))[A-Za-z0-9_.+\-]*"""
+_LINE = re.compile(
+    r"(-[ ]+)?"  # 1: an item's dash
+    + r"(?:(" + _VALUE + r")"  # 2: an item's scalar
+    + r"|([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(" + _VALUE + r"))?)"  # 3: a key, 4: its value
+    + r"(?:[ ]+#.*|[ ]*)"
+)
+_BOOLS = {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
+_BOOLS.update({w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")})
+_NULLS = {"~", "null", "Null", "NULL"}
+_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"-?[0-9]+\.[0-9]+(?:[eE][-+][0-9]+)?")
+_EMPTY: dict[str, Any] = {"{}": (), "[]": []}
+_STR_TAG = "tag:yaml.org,2002:str"
+_RESOLVER = yaml.resolver.Resolver()  # the safe loader's
+
+
+def _plain(word: str) -> Any:
+    """A plain scalar's value as PyYAML's safe loader types it (None for null); GiveUp for what it types otherwise."""
+    if word in _BOOLS:
+        return _BOOLS[word]
+    if word in _NULLS:
+        return None
+    head = word[0]
+    if head.isalpha() or head == "_":
+        return word  # no implicit type starts with a letter but bools and nulls
+    if _INT.fullmatch(word):
+        return int(word)
+    if _FLOAT.fullmatch(word):
+        return float(word)
+    if _RESOLVER.resolve(yaml.ScalarNode, word, (True, False)) == _STR_TAG:
+        return word  # "1F1B"
+    raise GiveUp  # octal, sexagesimal, .inf, timestamps ...: the located reader constructs them
+
+
+def _scalar(raw: str) -> Any:
+    head = raw[0]
+    if head in "'\"":
+        return raw[1:-1]
+    if raw in _EMPTY:
+        return _EMPTY[raw]
+    return _plain(raw)
+
+
+class _Level:
+    """One open block: a mapping (a message's fields) or a sequence (a repeated field's items)."""
+
+    __slots__ = ("indent", "msg", "names", "path", "seen", "slot")
+
+    def __init__(self, indent: int, msg: Message, path: str, slot: Slot | None = None) -> None:
+        self.indent = indent
+        self.msg = msg
+        self.path = path  # a mapping's prefix ("hybrid_configs."), a sequence's field path
+        self.slot = slot  # a sequence's field
+        self.names = fields(msg.DESCRIPTOR, True) if slot is None else {}
+        self.seen: set[str] = set()
+
+
+def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
+    """Fill `msg` from `text`, returning where each field was set (as the builder records it); None (msg then half
+    filled: discard it) when the located reader must read it."""
+    if len(text) >= MAX_NODES or not text.isascii() or "\t" in text or "\r" in text:
+        return None
+    try:
+        return _fill(msg, text, source)
+    except GiveUp:
+        return None
+
+
+def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
+    match = _LINE.fullmatch
+    levels = [_Level(0, root, "")]
+    opener: tuple[Slot, int, str] | None = None  # `key:` awaiting its block: field, key's indent, path
+    positions: dict[str, Location] = {}
+    for number, line in enumerate(text.split("\n"), 1):
+        body = line.lstrip(" ")
+        if not body or body[0] == "#":
+            continue
+        m = match(body)
+        if m is None:
+            return None
+        dash, item, key, raw = m.groups()
+        if dash is None and item is not None:
+            return None  # a scalar alone on its line: a continued value, or a document that is one scalar
+        indent = len(line) - len(body)
+        if opener is not None:
+            slot, at, path = opener
+            opener = None
+            parent = levels[-1]
+            if dash is not None and indent >= at and slot.repeated:
+                levels.append(_Level(indent, parent.msg, path, slot))  # a sequence, indented or not
+            elif dash is None and indent > at and slot.message is not None and not slot.repeated:
+                child = getattr(parent.msg, slot.name)
+                child.SetInParent()
+                levels.append(_Level(indent, child, path + "."))
+            else:
+                return None  # a null value, or a block the field cannot take: the located reader says which
+        while indent < levels[-1].indent or (dash is None and levels[-1].slot is not None
+                                             and indent == levels[-1].indent):
+            levels.pop()  # dedented; or a key after a sequence written at its key's indent
+        level = levels[-1]
+        if indent != level.indent or (dash is None) != (level.slot is None):
+            return None  # not a level's indent; an item where a key belongs, or a key where an item does
+        if level.slot is not None:
+            slot, target = level.slot, getattr(level.msg, level.slot.name)
+            here = f"{level.path}[{len(target)}]"
+            indent += len(dash)
+            positions[here] = _new(Location, (source, number, indent + 1))
+            if item is not None:
+                if slot.message is None:
+                    assign(level.msg, slot, _scalar(item), False)
+                elif _scalar(item) == ():
+                    target.add()  # - {}
+                else:
+                    return None
+                continue
+            if slot.message is None:
+                return None
+            level = _Level(indent, target.add(), here + ".")  # - key: ...: a message, its first field on this line
+            levels.append(level)
+        named = level.names.get(key)
+        if named is None or named.name in level.seen or key in _BOOLS or key in _NULLS:
+            return None  # unknown, set twice, or a key YAML reads as a bool or null
+        level.seen.add(named.name)
+        path = level.path + named.name
+        where = positions[path] = _new(Location, (source, number, indent + 1))
+        if raw is None:
+            opener = (named, indent, path)
+            continue
+        value = _scalar(raw)
+        if value is not None:  # null: not set
+            _set(level.msg, named, value, path, where, positions)
+    return positions if positions and opener is None else None
+
+
+def _set(msg: Message, slot: Slot, value: Any, path: str, where: Location, positions: dict[str, Location]) -> None:
+    """One `key: value` line's value, as the builder sets a mapping's value (a lone value of a repeated field is
+    its one item, at the key; `{}` an empty message)."""
+    if slot.repeated and type(value) is not list:
+        positions[f"{path}[{len(getattr(msg, slot.name))}]"] = where
+    if slot.message is not None:
+        if value != ():
+            raise GiveUp
+        child = getattr(msg, slot.name)
+        if slot.repeated:
+            child.add()
+        else:
+            child.SetInParent()
+        return
+    if slot.repeated:
+        for item in value if type(value) is list else (value,):
+            assign(msg, slot, item, False)
+        return
+    assign(msg, slot, value, False)
+
+
+_new = tuple.__new__
