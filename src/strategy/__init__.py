@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .importers import Imported, import_config
     from .io import dump, dumps, from_dict, load, loads, to_dict
     from .memory import ModelStateBytes, ModelStateMemory
-    from .resolution import TP_STYLES, Resolved, resolve
+    from .resolution import TP_STYLES, resolve
+    from .resolved import Resolved
     from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
                            ShardingSettings)
     from .topology import Topology
@@ -44,7 +45,7 @@ _WHERE = {
     "ModelStateBytes": ".memory",
     "ModelStateMemory": ".memory",
     "TP_STYLES": ".resolution",
-    "Resolved": ".resolution",
+    "Resolved": ".resolved",
     "resolve": ".resolution",
     "AmpSettings": ".settings",
     "GradientMergeSettings": ".settings",

@@ -12,7 +12,8 @@ from . import layout, memory, rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import StrategyError
-from .resolution import Resolved, resolve_with_reasons
+from .resolution import resolve_with_reasons
+from .resolved import Resolved
 from .topology import Topology
 
 __all__ = ["explain", "show_value"]

@@ -10,7 +10,7 @@ from typing import Any
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from . import binary, textdirect, textproto
+from . import textdirect
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from .builder import build
 from .errors import Location, StrategyError
@@ -50,10 +50,15 @@ def format_for(path: str | os.PathLike[str], format: str | None = None) -> str:
     return EXTENSIONS[ext]
 
 
+_BOM = b"\xef\xbb\xbf"
+
+
 def decode(data: bytes, source: str) -> str:
     """UTF-8 text (a BOM is allowed); a bad byte is an error at its line and column."""
+    if data[:3] == _BOM:
+        data = data[3:]  # what "utf-8-sig" does, without loading that codec at every start
     try:
-        return data.decode("utf-8-sig")
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
         before = data[: e.start]
         line = before.count(b"\n") + 1
@@ -73,6 +78,8 @@ def parse(
     if format == "binary":
         if isinstance(data, str):
             raise StrategyError("binary input must be bytes, got str", source=source)
+        from . import binary  # imported on first use, as the readers below
+
         binary.parse(msg, data, source=source, policy=policy)
         return msg, {}  # the wire format has no lines
     text = decode(data, source) if isinstance(data, bytes) else data
@@ -86,15 +93,15 @@ def parse(
 
 # Imported on first use: the CLI starts faster when a run needs neither YAML nor JSON.
 _DIRECT = {"json": ".jsondirect", "yaml": ".yamldirect"}
-_LOCATED = {"json": ".jsonread", "yaml": ".yamlread"}
+_LOCATED = {"prototxt": ".textproto", "json": ".jsonread", "yaml": ".yamlread"}
 
 
 def located(msg: DistributedStrategy, text: str, format: str, *, source: str, policy: str,
             errors: list[StrategyError] | None = None) -> dict[str, Location]:
     """Fill `msg` from a text document on the located path: every field's location, and every error's."""
-    if format == "prototxt":
-        return build(msg, textproto.parse(text, source), policy=policy, text=True, errors=errors)
     reader = importlib.import_module(_LOCATED[format], __package__)
+    if format == "prototxt":
+        return build(msg, reader.parse(text, source), policy=policy, text=True, errors=errors)
     return build(msg, reader.parse(text, source), policy=policy, errors=errors)
 
 

@@ -7,10 +7,8 @@ import stat
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import overrides as _overrides
 from . import rules, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
-from .atomic import write_atomic
 from .builder import build
 from .errors import StrategyError
 from .formats import check_format, format_for, parse, serialize, to_plain_dict
@@ -92,6 +90,8 @@ def _load(
         raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
     msg, positions = parse(data, fmt, source=source, policy=policy)
     if overrides:
+        from . import overrides as _overrides  # only runs with --set pay for it
+
         positions.update(_overrides.apply(msg, overrides, policy=policy))
     rules.check(msg, positions, policy=policy, source=source, requires=requires)
     support.remember(msg, positions, source, checked=policy if requires else None)
@@ -116,6 +116,8 @@ def problems(
             raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
         msg, positions = parse(data, fmt, source=source, policy=policy, errors=errors)
         if overrides:
+            from . import overrides as _overrides
+
             positions.update(_overrides.apply(msg, overrides, policy=policy, errors=errors))
         rules.check(msg, positions, policy=policy, source=source, errors=errors)
         support.remember(msg, positions, source, checked=None if errors else policy)
@@ -146,5 +148,7 @@ def dumps(s: DistributedStrategy, *, format: str = "prototxt") -> str | bytes:
 
 def dump(s: DistributedStrategy, path: str | os.PathLike[str], *, format: str | None = None) -> None:
     """Write atomically (temp file + rename): an existing file is replaced whole or left untouched."""
+    from .atomic import write_atomic
+
     data = serialize(s, format_for(path, format))
     write_atomic(path, data if isinstance(data, bytes) else data.encode("utf-8"))

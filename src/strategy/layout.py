@@ -5,20 +5,23 @@ Read generically from the schema's (axis), (infer_value), (axis_order) and (grou
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 import functools
 import math
+import operator
 import os
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from ._generated.hybrid_parallel_pb2 import HybridConfig
 from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import Location, StrategyError
-from .topology import Topology, complete_order
 
-__all__ = ["Axis", "env_is_set", "degrees", "nccl", "order", "plan", "requested"]
+if TYPE_CHECKING:
+    from .topology import Topology
+
+__all__ = ["Axis", "complete_order", "env_is_set", "degrees", "nccl", "order", "plan", "requested"]
 
 
 class Axis(NamedTuple):
@@ -37,6 +40,8 @@ class _Comm(NamedTuple):
 class _Plan(NamedTuple):
     hybrid: str  # DistributedStrategy's HybridConfig field
     axes: tuple[Axis, ...]  # in field order
+    fields: tuple[str, ...]  # their degree fields
+    read: Callable[[HybridConfig], tuple[int, ...]]  # a HybridConfig's degrees, in `fields` order, in one call
     order: str  # the (axis_order) field
     default_order: tuple[str, ...]  # its (allowed) values, outermost first
     comm: tuple[_Comm, ...]  # the NCCLConfig fields with a (group) whose status is implemented
@@ -58,15 +63,17 @@ def plan() -> _Plan:
         for inner in f.message_type.fields
         if schema.option(inner, "group") and support.status((hybrid, f, inner)).support == IMPLEMENTED
     )
-    return _Plan(hybrid.name, axes, order.name, default, comm)
+    names = tuple(a.field for a in axes)
+    return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), order.name, default, comm)
 
 
 def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
     """Each degree by field name, the inferred one (dp_degree: -1) worked out from the world size."""
     p = plan()
-    out = {a.field: getattr(hybrid, a.field) for a in p.axes}
-    inferred = [a for a in p.axes if out[a.field] == a.infer]
-    known = math.prod(out[a.field] for a in p.axes if out[a.field] != a.infer)
+    values = p.read(hybrid)
+    out = dict(zip(p.fields, values))
+    inferred = [a for a in p.axes if a.infer is not None and out[a.field] == a.infer]
+    known = math.prod(out[a.field] for a in p.axes if out[a.field] != a.infer) if inferred else math.prod(values)
     if world_size is None:
         world_size = _env_world_size()
     if world_size is None:
@@ -101,9 +108,9 @@ def exclusive(hybrid: HybridConfig, positions: Mapping[str, Location], source: s
     """Degrees the file sets that cannot both be > 1 ((excludes) in the schema: sep and cp), an error located at both
     fields; checked before anything else, whatever the policy does with either."""
     p = plan()
-    degrees = {a.field: getattr(hybrid, a.field) for a in p.axes}
     for field, other in _exclusions():
-        if degrees[field] > 1 and degrees[other] > 1:
+        if getattr(hybrid, field) > 1 and getattr(hybrid, other) > 1:
+            degrees = dict(zip(p.fields, p.read(hybrid)))
             paths = [f"{p.hybrid}.{name}" for name in (field, other)]
             where = positions.get(paths[1])
             raise StrategyError.at(
@@ -140,6 +147,19 @@ def order(hybrid: HybridConfig, degrees: dict[str, int], positions: Mapping[str,
     return complete_order(listed, p.default_order)
 
 
+def complete_order(listed: Sequence[str], default: Sequence[str]) -> tuple[str, ...]:
+    """Every axis of `default`, with the `listed` ones in their listed order.
+
+    The listed axes take the default places of the listed axes, in the listed order; the others keep their own
+    place. So PaddleNLP's five-name "sharding_first" ["dp", "sharding", "pp", "sep", "mp"] becomes dp, sharding,
+    pp, sep, cp, mp. Where a left-out axis goes does not change any group while its degree is 1.
+    """
+    chosen = iter(listed)
+    wanted = set(listed)
+    assert wanted <= set(default) and len(wanted) == len(listed), (listed, default)
+    return tuple(next(chosen) if axis in wanted else axis for axis in default)
+
+
 def requested(s: DistributedStrategy, world_size: int | None) -> Topology:
     """The topology the file asks for, also with degrees this project does not implement yet (for explain).
 
@@ -151,6 +171,8 @@ def requested(s: DistributedStrategy, world_size: int | None) -> Topology:
     loaded = support.recall(s)
     by_field = degrees(hybrid, world_size, [])
     names = {a.field: a.name for a in p.axes}
+    from .topology import Topology  # only explain asks: checking and resolving need no Topology
+
     return Topology.of({names[k]: v for k, v in by_field.items()}, order(hybrid, by_field, loaded.positions, loaded.source))
 
 

@@ -17,7 +17,6 @@ from . import schema
 from ._generated.hybrid_parallel_pb2 import HybridConfig, PpConfig
 from ._generated.static_graph_pb2 import PipelineConfig
 from .errors import Location, StrategyError, warn
-from .settings import PipelineSettings
 
 __all__ = ["DUALPIPEV", "MODES", "Mode", "describe", "settings"]
 
@@ -85,8 +84,9 @@ class _Context(NamedTuple):
 
 def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], positions: Mapping[str, Location],
              source: str | None, *, policy: str, notes: list[str],
-             problems: list[StrategyError] | None = None) -> PipelineSettings:
-    """The effective pipeline of `s` at these degrees; `pp_configs`: PpConfig's implemented fields after gating.
+             problems: list[StrategyError] | None = None) -> dict[str, Any] | None:
+    """The effective pipeline of `s` at these degrees, as PipelineSettings' fields (None: its defaults, while nothing
+    pipelines); `pp_configs`: PpConfig's implemented fields after gating.
     With `problems`, what cannot run is appended there and resolved as near as it can be, instead of raised.
 
     Raises:
@@ -96,7 +96,7 @@ def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], po
     plan = _plan()
     pp = degrees[plan.degree]
     if pp <= 1:
-        return PipelineSettings()
+        return None
     configs = getattr(s, plan.configs)
     context = _Context(positions, source, problems)
     mode, via = _mode(configs, pp_configs, context, policy, notes)
@@ -104,9 +104,8 @@ def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], po
     schedule = mode.single if chunks == 1 or mode.v else mode.looped
     assert schedule is not None  # _chunks gives a mode without a one-chunk schedule two or more
     _check_micro_batches(configs, schedule, via, pp, chunks, context)
-    return PipelineSettings(pp_degree=pp, micro_batch_size=configs.micro_batch_size,
-                            accumulate_steps=configs.accumulate_steps, virtual_pp_degree=chunks, schedule=schedule,
-                            placement="v" if mode.v else "loop")
+    return {"pp_degree": pp, "micro_batch_size": configs.micro_batch_size, "accumulate_steps": configs.accumulate_steps,
+            "virtual_pp_degree": chunks, "schedule": schedule, "placement": "v" if mode.v else "loop"}
 
 
 def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: str,
@@ -128,7 +127,7 @@ def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: s
         text = f'{path} "{name}" is not a schedule torch.distributed.pipelining runs; use {_choices()}{close}'
         if policy == "warn":
             warn(context.positions.get(path) or Location(context.source),
-                 f'{text}; running "{plan.default_mode}" (policy \'warn\')', stacklevel=6)
+                 f'{text}; running "{plan.default_mode}" (policy \'warn\')', stacklevel=7)
         else:
             context.fail((path,), text)
         name = plan.default_mode

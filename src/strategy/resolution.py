@@ -5,106 +5,40 @@ Loading is lossless; only here are flags that cannot take effect turned off, eac
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import os
-from dataclasses import dataclass, field as dc_field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 
-from . import layout, memory, pipeline, rules, schema, support
+from . import layout, pipeline, rules, schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from ._generated.hybrid_parallel_pb2 import DygraphShardingConfig, HybridConfig, MpConfig, PpConfig, TpRule, TpStyle
 from ._generated.strategy_options_pb2 import IMPLEMENTED
 from .errors import StrategyError, warn
-from .memory import ModelStateMemory
-from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
-                       ShardingSettings)
-from .topology import Topology
+
+if TYPE_CHECKING:
+    from .resolved import Resolved
+    from .settings import AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings
 
 __all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
-           "Resolved", "ShardingSettings", "resolve", "resolve_with_reasons"]
+           "Resolved", "ShardingSettings", "check", "resolve", "resolve_with_reasons"]
+
+
+def __getattr__(name: str) -> Any:
+    """The result types, imported when first named: checking a strategy needs none of them."""
+    if name == "Resolved":
+        from .resolved import Resolved
+
+        return Resolved
+    if name in __all__:
+        from . import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # The tensor-parallel styles a plan may name, as Hugging Face spells them ("colwise", ...): from the schema.
 TP_STYLES: tuple[str, ...] = tuple(v.name.lower() for v in TpStyle.DESCRIPTOR.values if v.number > 0)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resolved:
-    """The effective settings a runtime acts on.
-
-    Attributes:
-        dp_degree ... cp_degree: the six axes' degrees, dp_degree inferred when it was -1 (world size / the
-            others); their product is the world size.
-        order: the axis names, outermost first (all six; Paddle's dp, pp, sharding, sep, cp, mp by default).
-        mp: the effective model-parallel options.
-        sharding: the effective sharding (ZeRO) options; they act only while sharding_degree > 1.
-        pipeline: the torch.distributed.pipelining schedule, its stages and micro-batches (defaults while
-            pp_degree is 1).
-        tp_plan: the strategy's tensor-parallel plan (MpConfig.tp_plan), as (module-name glob, style) in order,
-            styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
-        nccl: per group, the implemented NCCLConfig fields the file set for its communicator
-            (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only. Groups: "dp",
-            "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp"; each only while its
-            messages take effect (an axis of degree 1 has none).
-        notes: one sentence per setting that was given but has no effect (or was inferred), and why.
-    """
-
-    dp_degree: int
-    mp_degree: int
-    pp_degree: int
-    sharding_degree: int
-    sep_degree: int
-    cp_degree: int
-    order: tuple[str, ...]
-    mp: MpSettings
-    sharding: ShardingSettings
-    pipeline: PipelineSettings = PipelineSettings()  # immutable: one shared default is safe
-    nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
-    tp_plan: tuple[tuple[str, str], ...] = ()
-    amp: AmpSettings = AmpSettings()  # immutable: one shared default is safe
-    gradient_merge: GradientMergeSettings = GradientMergeSettings()
-    recompute: RecomputeSettings = RecomputeSettings()
-    notes: tuple[str, ...] = ()
-
-    @property
-    def degrees(self) -> dict[str, int]:
-        """Axis name -> degree, in `order`."""
-        by_name = {a.name: getattr(self, a.field) for a in layout.plan().axes}
-        return {axis: by_name[axis] for axis in self.order}
-
-    @property
-    def topology(self) -> Topology:
-        """The ranks laid out over the axes in `order` (`groups(axis)`, `coordinates(rank)`, `rank(coordinates)`)."""
-        return Topology.of(self.degrees, self.order)
-
-    @property
-    def world_size(self) -> int:
-        return self.topology.world_size
-
-    def process_groups(self) -> dict[str, list[list[int]]]:
-        """Axis name -> the rank lists of its groups, for all six axes in `order`: exactly the groups Paddle 3.3.1's
-        `CommunicateTopology.get_comm_list` builds. With the default order mp is innermost, so the ranks of an mp
-        group are adjacent; an axis of degree 1 gives every rank a group of its own."""
-        topology = self.topology
-        return {axis: topology.groups(axis) for axis in self.order}
-
-    def coordinates(self, rank: int) -> dict[str, int]:
-        """Axis name -> `rank`'s index on that axis, in `order`."""
-        return self.topology.coordinates(rank)
-
-    def model_state_memory(self, params: float) -> ModelStateMemory:
-        """Each rank's bytes of parameters, gradients and Adam state for a model of `params` parameters, next to
-        one process holding it all, by ZeRO's formulas (see `strategy.memory`): 2 + 2 + 12 bytes a parameter under
-        amp with pure fp16/bf16 weights, else 4 + 4 + 8; divided by mp · pp, and by sharding_degree as the stage says.
-
-        Raises:
-            ValueError: `params` is not a positive number.
-        """
-        mixed = self.amp.enabled and self.amp.pure
-        return memory.model_state(params, model_split=self.mp_degree * self.pp_degree, sharding=self.sharding_degree,
-                                  stage=self.sharding.stage, mixed=mixed)
 
 
 def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> Resolved:
@@ -145,6 +79,20 @@ def resolve_with_reasons(
     shows them from `support.review`). With `problems`, a pipeline that cannot run (a schedule torch lacks, too few
     micro-batches) is appended there and resolved as near as it can be, instead of raised.
     """
+    resolved, reasons = _resolve(s, world_size, policy, requires, unsupported, problems, build=True)
+    assert resolved is not None
+    return resolved, reasons
+
+
+def check(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict", requires: bool = True) -> None:
+    """Raise what `resolve` would raise (under `requires=False`, as `resolve_with_reasons`), without building the
+    effective settings: `strategy validate`."""
+    _resolve(s, world_size, policy, requires, None, None, build=False)
+
+
+def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requires: bool, unsupported: str | None,
+             problems: list[StrategyError] | None, *, build: bool) -> tuple[Resolved | None, dict[str, str]]:
+    """Every check resolution makes; with `build`, the effective settings too (nothing they hold can fail)."""
     rules.check_policy(policy)
     loaded = support.recall(s)
     # Checked at load under this policy (or the stricter one) and unchanged since: the rules passed, and under
@@ -161,7 +109,7 @@ def resolve_with_reasons(
             raise support.combined(review.unsupported)
         for finding in review.unsupported:
             if mode == "warn":
-                warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=4)
+                warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=5)
         s = support.effective(s, [f.path for f in review.unsupported])
     plan = _plan()
     notes: list[str] = list(review.notes)
@@ -169,18 +117,25 @@ def resolve_with_reasons(
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
     effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
-    mp_group = next(g for g in plan.groups if g.configs == plan.mp)
-    mp = MpSettings(**{flag.setting: effective[plan.mp][flag.name] for flag in mp_group.flags})
-    sharding = ShardingSettings(**{k: v for k, v in effective[plan.sharding].items() if k in _SHARDING_FIELDS})
     pipe = pipeline.settings(s, degrees, effective[plan.pp], loaded.positions, loaded.source, policy=policy,
                              notes=notes, problems=problems)
+    if not build:
+        return None, reasons
+    from .resolved import Resolved
+    from .settings import MpSettings, PipelineSettings, ShardingSettings
+
     nccl = layout.nccl(hybrid, degrees, notes)
+    mp_group = next(g for g in plan.groups if g.configs == plan.mp)
+    mp_flags = effective[plan.mp]
+    mp = MpSettings(**{flag.setting: mp_flags[flag.name] for flag in mp_group.flags})
+    sharding = ShardingSettings(**{k: v for k, v in effective[plan.sharding].items() if k in _sharding_fields()})
     active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
-    return Resolved(**fields_, order=order, mp=mp, sharding=sharding, pipeline=pipe, nccl=nccl, tp_plan=tp_plan,
-                    notes=tuple(notes)), reasons
+    return Resolved(**fields_, order=order, mp=mp, sharding=sharding,
+                    pipeline=PipelineSettings() if pipe is None else PipelineSettings(**pipe), nccl=nccl,
+                    tp_plan=tp_plan, notes=tuple(notes)), reasons
 
 
 class _Flag(NamedTuple):
@@ -210,7 +165,13 @@ class _Plan(NamedTuple):
     tp_plan: str | None  # MpConfig's list of TpRule
 
 
-_SHARDING_FIELDS = frozenset(f.name for f in dataclasses.fields(ShardingSettings))
+@functools.cache
+def _sharding_fields() -> frozenset[str]:
+    import dataclasses
+
+    from .settings import ShardingSettings
+
+    return frozenset(f.name for f in dataclasses.fields(ShardingSettings))
 
 
 @functools.cache
@@ -287,49 +248,65 @@ def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, 
 
 def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
     """amp, gradient merge and recompute: each switch with its configs, read where the schema keeps them."""
+    from .settings import AmpSettings, RecomputeSettings
+
     out: dict[str, Any] = {}
-    for switch, configs, settings in _TRAINING:
+    for switch, configs, settings in _training_types():
         if not getattr(s, switch):
             continue
         message = getattr(s, configs)
-        known = set(settings._fields)
-        values: dict[str, Any] = {f.name: _plain(f, getattr(message, f.name)) for f in message.DESCRIPTOR.fields
-                                  if f.name in known}
-        if "enabled" in known:
+        values: dict[str, Any] = {name: _plain(kind, getattr(message, name)) for name, kind in _read(message.DESCRIPTOR, settings)}
+        if "enabled" in settings._fields:
             values["enabled"] = True
+        if settings is AmpSettings:
+            values.update(_amp_dtype(message, notes))
         out[switch] = settings(**values)
         if settings is RecomputeSettings and not out[switch].checkpoints:
             notes.append(f"{switch} is on and {configs}.checkpoints names no modules: every block of the model is "
                          "recomputed (Hugging Face's _no_split_modules classes, else the children of its largest "
                          "ModuleList), as Paddle recomputes every decoder layer.")
-    if "amp" in out:
-        out["amp"] = _amp_dtype(s, out["amp"], notes)
     return out
 
 
-def _plain(f: FieldDescriptor, value: Any) -> Any:
-    """A field's value as the file spells it: 0.8, not the float32 0.800000011920929."""
-    if f.is_repeated:
+@functools.cache
+def _read(desc: Any, settings: type) -> tuple[tuple[str, str | None], ...]:
+    """The fields of the configs message `desc` a settings type takes, each with how to read it ("list", "float")."""
+    fields_ = desc.fields_by_name
+    return tuple((name, "list" if fields_[name].is_repeated else
+                  "float" if fields_[name].cpp_type == FieldDescriptor.CPPTYPE_FLOAT else None)
+                 for name in settings._fields if name in fields_)  # type: ignore[attr-defined]
+
+
+def _plain(kind: str | None, value: Any) -> Any:
+    """A field's value as the file spells it: 0.8, not the float32 0.800000011920929; a list as a tuple."""
+    if kind == "list":
         return tuple(value)
-    return float(support.show_scalar(f, value)) if f.cpp_type == FieldDescriptor.CPPTYPE_FLOAT else value
+    if kind != "float" or (value.is_integer() and abs(value) < 1e6):
+        return value  # a whole float32 below a million is exact and short already
+    return float(support.short_float(value, single=True))
 
 
-def _amp_dtype(s: DistributedStrategy, amp: AmpSettings, notes: list[str]) -> AmpSettings:
-    configs = s.amp_configs
+def _amp_dtype(configs: Any, notes: list[str]) -> dict[str, Any]:
     bf16 = configs.use_pure_bf16 or configs.dtype == "bfloat16"
-    scaler_fields = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_or_inf", "incr_ratio", "decr_ratio",
-                     "use_dynamic_loss_scaling")
     if bf16:
-        for name in scaler_fields:
+        for name in _SCALER_FIELDS:
             if configs.HasField(name):
                 notes.append(f"amp_configs.{name} is set but has no effect: bfloat16 needs no loss scaling.")
-    return amp._replace(dtype="bfloat16" if bf16 else "float16", pure=configs.use_pure_bf16 or configs.use_pure_fp16,
-                        loss_scaling=not bf16)
+    return {"dtype": "bfloat16" if bf16 else "float16", "pure": configs.use_pure_bf16 or configs.use_pure_fp16,
+            "loss_scaling": not bf16}
 
 
-# (switch, its configs message field, the settings type): the three training techniques the runtime implements.
-_TRAINING = (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
-             ("recompute", "recompute_configs", RecomputeSettings))
+_SCALER_FIELDS = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_or_inf", "incr_ratio", "decr_ratio",
+                  "use_dynamic_loss_scaling")
+
+
+@functools.cache
+def _training_types() -> tuple[tuple[str, str, Any], ...]:
+    """(switch, its configs message field, the settings type): the three training techniques the runtime implements."""
+    from .settings import AmpSettings, GradientMergeSettings, RecomputeSettings
+
+    return (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
+            ("recompute", "recompute_configs", RecomputeSettings))
 
 
 def _warn_legacy_env() -> None:
@@ -340,7 +317,7 @@ def _warn_legacy_env() -> None:
                 None,
                 f"environment variable {name} is no longer read; set {path}: {str(on).lower()} in the strategy file "
                 "instead (`strategy migrate-env` writes it for you)",
-                stacklevel=4,
+                stacklevel=5,
             )
 
 

@@ -67,14 +67,18 @@ class _Rule(NamedTuple):
 
 _OPTIONS = ("min_value", "max_value", "infer_value", "allowed", "requires", "distinct")
 _NO_RULE = _Rule(None, None, None, (), None, None)
-_RULES: dict[FieldDescriptor, _Rule | None] = {}  # the schema's rules, read per field the first time one is set
+_MESSAGE, _MESSAGES, _PLAIN = object(), object(), object()  # what a field holds, when it has no rule
+_RULES: dict[FieldDescriptor, _Rule | object] = {}  # the schema's rules, read per field the first time one is set
 
 
-def _rule(field: FieldDescriptor) -> _Rule | None:
-    """The field's rule from its options, None when it has none; read once per process, when a file first sets it."""
-    rule: _Rule | None = _Rule(*(schema.option(field, n) for n in _OPTIONS))
-    if rule == _NO_RULE:
-        rule = None
+def _rule(field: FieldDescriptor) -> _Rule | object:
+    """The field's rule from its options, else what it holds (_MESSAGE, _MESSAGES, _PLAIN); read once per process,
+    when a file first sets it (descriptor attributes are slow to read on every walk)."""
+    rule: _Rule | object = _Rule(*(schema.option(field, n) for n in _OPTIONS))
+    if field.message_type is not None:
+        rule = _MESSAGES if field.is_repeated else _MESSAGE
+    elif rule == _NO_RULE:
+        rule = _PLAIN
     _RULES[field] = rule
     return rule
 
@@ -93,10 +97,13 @@ def _report(error: StrategyError, errors: list[StrategyError] | None) -> None:
 def _walk(msg: Message, prefix: str, positions: Mapping[str, Location], source: str | None,
           broken: list[tuple[str, str]], values: bool = True, errors: list[StrategyError] | None = None) -> None:
     for field, value in msg.ListFields():  # only set fields: defaults satisfy every rule
-        if field.message_type is not None:
-            if not field.is_repeated:
-                _walk(value, f"{prefix}{field.name}.", positions, source, broken, values, errors)
-                continue
+        rule = _RULES.get(field) or _rule(field)
+        if rule is _PLAIN:
+            continue
+        if rule is _MESSAGE:
+            _walk(value, f"{prefix}{field.name}.", positions, source, broken, values, errors)
+            continue
+        if rule is _MESSAGES:
             for k, item in enumerate(value):
                 here = f"{prefix}{field.name}[{k}]"
                 for needed in _must_set(field.message_type) if values else ():
@@ -105,9 +112,7 @@ def _walk(msg: Message, prefix: str, positions: Mapping[str, Location], source: 
                         _report(StrategyError.at(where, f"{here} needs {needed.name}", field=f"{here}.{needed.name}"), errors)
                 _walk(item, here + ".", positions, source, broken, values, errors)
             continue
-        rule = _RULES[field] if field in _RULES else _rule(field)
-        if rule is None:
-            continue
+        assert isinstance(rule, _Rule)
         path = prefix + field.name
         if field.is_repeated:
             if values:

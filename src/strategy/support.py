@@ -72,6 +72,7 @@ class _Facts(NamedTuple):
     gate_degree: str | None
     gate_flag: str | None
     always_on: str | None  # an (always_on) bool's hint: what the runtime does whatever the value
+    quiet: bool  # an implemented scalar with nothing to say when set, in an active message: the common case
 
 
 _FACTS: dict[FieldDescriptor, _Facts] = {}
@@ -83,7 +84,9 @@ def _facts(f: FieldDescriptor) -> _Facts:
         support = schema.option(f, "support")
         own = _IMPLEMENTED if support in (None, IMPLEMENTED) else Status(support, hint(f))
         always = hint(f) if schema.option(f, "always_on") else None
-        facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"), always)
+        quiet = own is _IMPLEMENTED and always is None and f.message_type is None
+        facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"), always,
+                                   quiet)
     return facts
 
 
@@ -109,6 +112,8 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
     """`inherited`: the nearest status above `msg` that is not IMPLEMENTED (the status of its implemented fields)."""
     for f, value in msg.ListFields():
         facts = _FACTS.get(f) or _facts(f)
+        if facts.quiet and inactive is None and inherited is _IMPLEMENTED:
+            continue
         st = facts.own if facts.own.support != IMPLEMENTED else inherited
         if f.message_type is not None:
             reason = inactive or _inactive(msg, facts, prefix)
@@ -167,6 +172,8 @@ def _inactive(owner: Message, facts: _Facts, prefix: str) -> _Gate | None:
 
 def _at(owner: Message, path: str) -> Any:
     """The value at a dotted path below `owner` ("hybrid_configs.pp_degree")."""
+    if "." not in path:
+        return getattr(owner, path)
     value: Any = owner
     for name in path.split("."):
         value = getattr(value, name)
@@ -209,11 +216,11 @@ def show_scalar(f: FieldDescriptor | None, value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float):
-        return _short_float(value, f is not None and f.cpp_type == FieldDescriptor.CPPTYPE_FLOAT)
+        return short_float(value, f is not None and f.cpp_type == FieldDescriptor.CPPTYPE_FLOAT)
     return f'"{value}"' if isinstance(value, str) else str(value)
 
 
-def _short_float(value: float, single: bool) -> str:
+def short_float(value: float, single: bool) -> str:
     """The shortest spelling that reads back as the same float (32-bit for float fields), as protobuf writes it."""
     if not single or value != value or value in (float("inf"), float("-inf")):
         return repr(value).removesuffix(".0")

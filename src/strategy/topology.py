@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Topology", "complete_order"]
+__all__ = ["Topology"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +87,3 @@ class Topology:
     def _strides(self) -> list[int]:
         """How far apart two ranks are that differ by one on each axis (the innermost: 1)."""
         return [math.prod(self.dims[i + 1:]) for i in range(len(self.dims))]
-
-
-def complete_order(listed: Sequence[str], default: Sequence[str]) -> tuple[str, ...]:
-    """Every axis of `default`, with the `listed` ones in their listed order.
-
-    The listed axes take the default places of the listed axes, in the listed order; the others keep their own
-    place. So PaddleNLP's five-name "sharding_first" ["dp", "sharding", "pp", "sep", "mp"] becomes dp, sharding,
-    pp, sep, cp, mp. Where a left-out axis goes does not change any group while its degree is 1.
-    """
-    chosen = iter(listed)
-    wanted = set(listed)
-    assert wanted <= set(default) and len(wanted) == len(listed), (listed, default)
-    return tuple(next(chosen) if axis in wanted else axis for axis in default)

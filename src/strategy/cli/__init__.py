@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import StrategyError
-from .common import warn_to_stderr
+from .common import HelpFormatter, warn_to_stderr
 
 __all__ = ["main"]
 
@@ -32,6 +32,7 @@ def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:
         prog="strategy",
         description="Check, convert and explain distributed training strategy files (PaddlePaddle fleet compatible).",
         epilog="'-' means standard input/output. Run 'strategy COMMAND --help' for a command's options and an example.",
+        formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     command = next((a for a in argv if not a.startswith("-")), None)

@@ -12,7 +12,7 @@ from ..errors import StrategyError
 from .common import add_format, add_params, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
 
 if TYPE_CHECKING:
-    from ..resolution import Resolved
+    from ..resolved import Resolved
 
 __all__ = ["format_resolved", "register"]
 
@@ -118,7 +118,7 @@ def _naming(path: str) -> Iterator[None]:
 
 def _validate(args: argparse.Namespace) -> int:
     """Every file, and every problem in each (not just the first), in file order."""
-    from ..resolution import resolve_with_reasons
+    from ..resolution import check
 
     failed = 0
     for path in args.files:
@@ -126,7 +126,7 @@ def _validate(args: argparse.Namespace) -> int:
         if s is not None and not found:
             try:
                 with _naming(path):
-                    resolve_with_reasons(s, world_size=args.world_size, policy=args.policy, requires=False)
+                    check(s, world_size=args.world_size, policy=args.policy, requires=False)
             except StrategyError as e:
                 found.append(e)
         for problem in sorted(found, key=lambda p: (p.line is None, p.line or 0, p.column or 0)):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import warnings
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from ..atomic import write_atomic
 from ..errors import StrategyError
 from ..formats import FORMATS, format_for, serialize
 from ..io import load_bytes, problems, read_bytes
@@ -29,13 +29,35 @@ def show_value(value: object) -> str:
     return show_scalar(None, value)
 
 
+def _columns() -> int:
+    """shutil.get_terminal_size().columns, without importing shutil (and lzma, bz2 and zlib with it) at every start:
+    argparse makes a formatter for each argument it adds."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter (descriptions kept as written), sized as argparse sizes it."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2 if width is None else width)
+
+
 def subparser(sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str) -> argparse.ArgumentParser:
     return sub.add_parser(
         name,
         help=summary,
         description=description,
         epilog=f"example:\n  {example}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
 
 
@@ -132,6 +154,8 @@ def write(s: DistributedStrategy, path: str, fmt: str | None = None) -> None:
         sys.stdout.buffer.flush()
         return
     try:
+        from ..atomic import write_atomic  # only commands that write pay for it
+
         write_atomic(path, raw)
     except OSError as e:
         raise StrategyError(f"cannot write the file: {e.strerror or e}", source=path) from None

@@ -1,0 +1,97 @@
+"""The effective settings a runtime acts on: what `strategy.resolve` returns.
+
+Its own module so that what only checks a strategy (`strategy validate`) never builds or imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import TYPE_CHECKING, Any
+
+from . import layout
+from .settings import AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings
+from .topology import Topology
+
+if TYPE_CHECKING:
+    from .memory import ModelStateMemory
+
+__all__ = ["Resolved"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """The effective settings a runtime acts on.
+
+    Attributes:
+        dp_degree ... cp_degree: the six axes' degrees, dp_degree inferred when it was -1 (world size / the
+            others); their product is the world size.
+        order: the axis names, outermost first (all six; Paddle's dp, pp, sharding, sep, cp, mp by default).
+        mp: the effective model-parallel options.
+        sharding: the effective sharding (ZeRO) options; they act only while sharding_degree > 1.
+        pipeline: the torch.distributed.pipelining schedule, its stages and micro-batches (defaults while
+            pp_degree is 1).
+        tp_plan: the strategy's tensor-parallel plan (MpConfig.tp_plan), as (module-name glob, style) in order,
+            styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
+        nccl: per group, the implemented NCCLConfig fields the file set for its communicator
+            (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only. Groups: "dp",
+            "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp"; each only while its
+            messages take effect (an axis of degree 1 has none).
+        notes: one sentence per setting that was given but has no effect (or was inferred), and why.
+    """
+
+    dp_degree: int
+    mp_degree: int
+    pp_degree: int
+    sharding_degree: int
+    sep_degree: int
+    cp_degree: int
+    order: tuple[str, ...]
+    mp: MpSettings
+    sharding: ShardingSettings
+    pipeline: PipelineSettings = PipelineSettings()  # immutable: one shared default is safe
+    nccl: dict[str, dict[str, Any]] = dc_field(default_factory=dict)
+    tp_plan: tuple[tuple[str, str], ...] = ()
+    amp: AmpSettings = AmpSettings()  # immutable: one shared default is safe
+    gradient_merge: GradientMergeSettings = GradientMergeSettings()
+    recompute: RecomputeSettings = RecomputeSettings()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def degrees(self) -> dict[str, int]:
+        """Axis name -> degree, in `order`."""
+        by_name = {a.name: getattr(self, a.field) for a in layout.plan().axes}
+        return {axis: by_name[axis] for axis in self.order}
+
+    @property
+    def topology(self) -> Topology:
+        """The ranks laid out over the axes in `order` (`groups(axis)`, `coordinates(rank)`, `rank(coordinates)`)."""
+        return Topology.of(self.degrees, self.order)
+
+    @property
+    def world_size(self) -> int:
+        return self.topology.world_size
+
+    def process_groups(self) -> dict[str, list[list[int]]]:
+        """Axis name -> the rank lists of its groups, for all six axes in `order`: exactly the groups Paddle 3.3.1's
+        `CommunicateTopology.get_comm_list` builds. With the default order mp is innermost, so the ranks of an mp
+        group are adjacent; an axis of degree 1 gives every rank a group of its own."""
+        topology = self.topology
+        return {axis: topology.groups(axis) for axis in self.order}
+
+    def coordinates(self, rank: int) -> dict[str, int]:
+        """Axis name -> `rank`'s index on that axis, in `order`."""
+        return self.topology.coordinates(rank)
+
+    def model_state_memory(self, params: float) -> ModelStateMemory:
+        """Each rank's bytes of parameters, gradients and Adam state for a model of `params` parameters, next to
+        one process holding it all, by ZeRO's formulas (see `strategy.memory`): 2 + 2 + 12 bytes a parameter under
+        amp with pure fp16/bf16 weights, else 4 + 4 + 8; divided by mp · pp, and by sharding_degree as the stage says.
+
+        Raises:
+            ValueError: `params` is not a positive number.
+        """
+        mixed = self.amp.enabled and self.amp.pure
+        from . import memory  # only for explain --params
+
+        return memory.model_state(params, model_split=self.mp_degree * self.pp_degree, sharding=self.sharding_degree,
+                                  stage=self.sharding.stage, mixed=mixed)
