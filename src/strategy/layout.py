@@ -42,6 +42,7 @@ class _Plan(NamedTuple):
     axes: tuple[Axis, ...]  # in field order
     fields: tuple[str, ...]  # their degree fields
     read: Callable[[HybridConfig], tuple[int, ...]]  # a HybridConfig's degrees, in `fields` order, in one call
+    inferable: tuple[Axis, ...]  # the axes with an (infer_value)
     order: str  # the (axis_order) field
     default_order: tuple[str, ...]  # its (allowed) values, outermost first
     comm: tuple[_Comm, ...]  # the NCCLConfig fields with a (group) whose status is implemented
@@ -64,7 +65,8 @@ def plan() -> _Plan:
         if schema.option(inner, "group") and support.status((hybrid, f, inner)).support == IMPLEMENTED
     )
     names = tuple(a.field for a in axes)
-    return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), order.name, default, comm)
+    return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), tuple(a for a in axes if a.infer is not None),
+                 order.name, default, comm)
 
 
 def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
@@ -72,7 +74,7 @@ def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> d
     p = plan()
     values = p.read(hybrid)
     out = dict(zip(p.fields, values))
-    inferred = [a for a in p.axes if a.infer is not None and out[a.field] == a.infer]
+    inferred = [a for a in p.inferable if out[a.field] == a.infer]
     known = math.prod(out[a.field] for a in p.axes if out[a.field] != a.infer) if inferred else math.prod(values)
     if world_size is None:
         world_size = _env_world_size()

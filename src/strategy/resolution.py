@@ -6,7 +6,9 @@ Loading is lossless; only here are flags that cannot take effect turned off, eac
 from __future__ import annotations
 
 import functools
+import operator
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -121,21 +123,19 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
                              notes=notes, problems=problems)
     if not build:
         return None, reasons
-    from .resolved import Resolved
-    from .settings import MpSettings, PipelineSettings, ShardingSettings
-
+    types = _types()
     nccl = layout.nccl(hybrid, degrees, notes)
     mp_group = next(g for g in plan.groups if g.configs == plan.mp)
     mp_flags = effective[plan.mp]
-    mp = MpSettings(**{flag.setting: mp_flags[flag.name] for flag in mp_group.flags})
-    sharding = ShardingSettings(**{k: v for k, v in effective[plan.sharding].items() if k in _sharding_fields()})
+    mp = types.mp(**{setting: mp_flags[name] for setting, name in mp_group.settings})
+    sharding = types.sharding(**{k: v for k, v in effective[plan.sharding].items() if k in types.sharding_fields})
     active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
-    return Resolved(**fields_, order=order, mp=mp, sharding=sharding,
-                    pipeline=PipelineSettings() if pipe is None else PipelineSettings(**pipe), nccl=nccl,
-                    tp_plan=tp_plan, notes=tuple(notes)), reasons
+    return types.resolved(**fields_, order=order, mp=mp, sharding=sharding,
+                          pipeline=types.no_pipeline if pipe is None else types.pipeline(**pipe), nccl=nccl,
+                          tp_plan=tp_plan, notes=tuple(notes)), reasons
 
 
 class _Flag(NamedTuple):
@@ -154,6 +154,10 @@ class _Group(NamedTuple):
     defaults: dict[str, Any]  # each flag's default value: what a file that leaves it out gets
     bools: tuple[_Flag, ...]  # the bool flags, in `flags`' order: gated off while the degree is 1
     dependent: tuple[_Flag, ...]  # the bool flags that require another, in `flags`' order
+    bools_on: tuple[_Flag, ...]  # of `bools`, those on by default: all a file that leaves the message out can gate
+    dependent_on: tuple[_Flag, ...]  # of `dependent`, those on by default
+    prefix: str  # "hybrid_configs.mp_configs."
+    settings: tuple[tuple[str, str], ...]  # (settings attribute, field) for each flag
 
 
 class _Plan(NamedTuple):
@@ -166,15 +170,6 @@ class _Plan(NamedTuple):
 
 
 @functools.cache
-def _sharding_fields() -> frozenset[str]:
-    import dataclasses
-
-    from .settings import ShardingSettings
-
-    return frozenset(f.name for f in dataclasses.fields(ShardingSettings))
-
-
-@functools.cache
 def _plan() -> _Plan:
     """What resolution needs from the schema, read once from the descriptors."""
     hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
@@ -183,20 +178,22 @@ def _plan() -> _Plan:
     sharding = next(f for f in fields if f.message_type is DygraphShardingConfig.DESCRIPTOR)
     pp = next(f for f in fields if f.message_type is PpConfig.DESCRIPTOR)
     groups = tuple(
-        _group(f) for f in fields
+        _group(hybrid.name, f) for f in fields
         if f.message_type is not None and schema.option(f, "active_when_parallel")
-        and schema.option(f, "support") == IMPLEMENTED
+        and schema.option(f, "support") == IMPLEMENTED and _flags(f.message_type)
     )
     tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
     return _Plan(hybrid.name, mp.name, sharding.name, pp.name, groups, tp_plan)
 
 
-def _group(f: FieldDescriptor) -> _Group:
+def _group(hybrid: str, f: FieldDescriptor) -> _Group:
     flags = _flags(f.message_type)
     defaults = {flag.name: f.message_type.fields_by_name[flag.name].default_value for flag in flags}
     bools = tuple(flag for flag in flags if flag.is_bool)
-    return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools,
-                  tuple(flag for flag in bools if flag.requires))
+    dependent = tuple(flag for flag in bools if flag.requires)
+    return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools, dependent,
+                  tuple(flag for flag in bools if defaults[flag.name]), tuple(flag for flag in dependent if defaults[flag.name]),
+                  f"{hybrid}.{f.name}.", tuple((flag.setting, flag.name) for flag in flags))
 
 
 def _flags(desc: Any) -> tuple[_Flag, ...]:
@@ -224,13 +221,17 @@ def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, 
     gate_degree = degrees[group.gate] if group.gate is not None else None
     active = gate_degree is None or gate_degree > 1
     effective = dict(group.defaults)
-    config = getattr(hybrid, group.configs) if hybrid.HasField(group.configs) else None
-    if config is not None:
+    if hybrid.HasField(group.configs):
+        config = getattr(hybrid, group.configs)
         for f, value in config.ListFields():
             if f.name in effective:
                 effective[f.name] = value
-    prefix = f"{plan.hybrid}.{group.configs}."
-    for flag in group.dependent if active else group.bools:  # ordered so that a flag comes after the one it requires
+        candidates = group.dependent if active else group.bools
+    else:
+        config = None  # all defaults: only the flags on by default can be gated off
+        candidates = group.dependent_on if active else group.bools_on
+    prefix = group.prefix
+    for flag in candidates:  # ordered so that a flag comes after the one it requires
         if not effective[flag.name]:
             continue
         if not active:
@@ -248,42 +249,93 @@ def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, 
 
 def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
     """amp, gradient merge and recompute: each switch with its configs, read where the schema keeps them."""
-    from .settings import AmpSettings, RecomputeSettings
-
+    types = _types()
     out: dict[str, Any] = {}
-    for switch, configs, settings in _training_types():
+    for switch, configs, settings in types.training:
         if not getattr(s, switch):
             continue
         message = getattr(s, configs)
-        values: dict[str, Any] = {name: _plain(kind, getattr(message, name)) for name, kind in _read(message.DESCRIPTOR, settings)}
-        if "enabled" in settings._fields:
-            values["enabled"] = True
-        if settings is AmpSettings:
+        values = _reader(settings, message.DESCRIPTOR).read(message)
+        if settings is types.amp:
             values.update(_amp_dtype(message, notes))
         out[switch] = settings(**values)
-        if settings is RecomputeSettings and not out[switch].checkpoints:
+        if settings is types.recompute and not out[switch].checkpoints:
             notes.append(f"{switch} is on and {configs}.checkpoints names no modules: every block of the model is "
                          "recomputed (Hugging Face's _no_split_modules classes, else the children of its largest "
                          "ModuleList), as Paddle recomputes every decoder layer.")
     return out
 
 
-@functools.cache
-def _read(desc: Any, settings: type) -> tuple[tuple[str, str | None], ...]:
-    """The fields of the configs message `desc` a settings type takes, each with how to read it ("list", "float")."""
-    fields_ = desc.fields_by_name
-    return tuple((name, "list" if fields_[name].is_repeated else
-                  "float" if fields_[name].cpp_type == FieldDescriptor.CPPTYPE_FLOAT else None)
-                 for name in settings._fields if name in fields_)  # type: ignore[attr-defined]
+class _Reader(NamedTuple):
+    """How a settings type's fields are read from its configs message, worked out once from the descriptors."""
+
+    names: tuple[str, ...]  # the fields read as they are
+    values: Callable[[Any], tuple[Any, ...]]  # their values, in one call
+    floats: tuple[tuple[str, float], ...]  # float fields, each with its default as a file spells it (0.8)
+    lists: tuple[str, ...]  # repeated fields: read as tuples
+    enabled: bool  # the settings type has an `enabled` switch (on, since its switch is)
+
+    def read(self, message: Any) -> dict[str, Any]:
+        values = dict(zip(self.names, self.values(message)))
+        for name, default in self.floats:
+            values[name] = _spelled(getattr(message, name)) if message.HasField(name) else default
+        for name in self.lists:
+            values[name] = tuple(getattr(message, name))
+        if self.enabled:
+            values["enabled"] = True
+        return values
 
 
-def _plain(kind: str | None, value: Any) -> Any:
-    """A field's value as the file spells it: 0.8, not the float32 0.800000011920929; a list as a tuple."""
-    if kind == "list":
-        return tuple(value)
-    if kind != "float" or (value.is_integer() and abs(value) < 1e6):
+_READERS: dict[type, _Reader] = {}
+
+
+def _reader(settings: Any, desc: Any) -> _Reader:
+    reader = _READERS.get(settings)
+    if reader is None:
+        fields_ = desc.fields_by_name
+        taken = [fields_[name] for name in settings._fields if name in fields_]
+        names = tuple(f.name for f in taken if not f.is_repeated and f.cpp_type != FieldDescriptor.CPPTYPE_FLOAT)
+        getter = operator.attrgetter(*names) if len(names) > 1 else (lambda m, n=names: tuple(getattr(m, k) for k in n))
+        floats = tuple((f.name, _spelled(f.default_value)) for f in taken
+                       if not f.is_repeated and f.cpp_type == FieldDescriptor.CPPTYPE_FLOAT)
+        lists = tuple(f.name for f in taken if f.is_repeated)
+        reader = _READERS[settings] = _Reader(names, getter, floats, lists, "enabled" in settings._fields)
+    return reader
+
+
+def _spelled(value: float) -> float:
+    """A float32 field's value as the file spells it: 0.8, not 0.800000011920929."""
+    if value.is_integer() and abs(value) < 1e6:
         return value  # a whole float32 below a million is exact and short already
     return float(support.short_float(value, single=True))
+
+
+class _Types(NamedTuple):
+    """The result types, imported when resolution first builds one (checking alone needs none of them)."""
+
+    resolved: Any
+    mp: Any
+    sharding: Any
+    pipeline: Any
+    amp: Any
+    recompute: Any
+    training: tuple[tuple[str, str, Any], ...]  # (switch, its configs message field, its settings type)
+    sharding_fields: frozenset[str]
+    no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
+
+
+@functools.cache
+def _types() -> _Types:
+    import dataclasses
+
+    from .resolved import Resolved
+    from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
+                           ShardingSettings)
+
+    training = (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
+                ("recompute", "recompute_configs", RecomputeSettings))
+    return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
+                  frozenset(f.name for f in dataclasses.fields(ShardingSettings)), PipelineSettings())
 
 
 def _amp_dtype(configs: Any, notes: list[str]) -> dict[str, Any]:
@@ -298,15 +350,6 @@ def _amp_dtype(configs: Any, notes: list[str]) -> dict[str, Any]:
 
 _SCALER_FIELDS = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_or_inf", "incr_ratio", "decr_ratio",
                   "use_dynamic_loss_scaling")
-
-
-@functools.cache
-def _training_types() -> tuple[tuple[str, str, Any], ...]:
-    """(switch, its configs message field, the settings type): the three training techniques the runtime implements."""
-    from .settings import AmpSettings, GradientMergeSettings, RecomputeSettings
-
-    return (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
-            ("recompute", "recompute_configs", RecomputeSettings))
 
 
 def _warn_legacy_env() -> None:
