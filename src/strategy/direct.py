@@ -36,7 +36,7 @@ class Slot(NamedTuple):
     name: str
     repeated: bool
     message: Descriptor | None  # the type of a message field
-    plain: type | None  # the Python type the builder keeps as it is (bool, int, str); None: always convert
+    plain: type | None  # the Python type the builder keeps as it is (bool, int, str, float); None: always convert
     low: Any  # an int field's range
     high: Any
 
@@ -64,6 +64,8 @@ def _slot(f: FieldDescriptor) -> Slot:
         plain, (low, high) = int, INT_RANGES[cpp]
     elif cpp == FieldDescriptor.CPPTYPE_STRING:
         plain = str
+    elif cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
+        plain = float
     return Slot(f, f.name, bool(f.is_repeated), f.message_type, plain, low, high)
 
 
@@ -80,7 +82,8 @@ def value(field: FieldDescriptor, raw: Any, text: bool) -> Any:
 
 def assign(msg: Message, slot: Slot, raw: Any, text: bool) -> None:
     """Set (or, for a repeated field, append) one scalar value: as it is when the builder keeps it as it is (a bool
-    for a bool field, an int in range for an int field, ASCII text for a string), else converted by the builder."""
+    for a bool field, an int in range for an int field, ASCII text for a string, a float for a float field), else
+    converted by the builder."""
     kind = type(raw)
     if kind is not slot.plain or (kind is int and not slot.low <= raw <= slot.high) or (kind is str and not raw.isascii()):
         raw = value(slot.field, raw, text)
@@ -94,27 +97,48 @@ def assign(msg: Message, slot: Slot, raw: Any, text: bool) -> None:
 
 
 class Positions(MutableMapping[str, Location]):
-    """Where each field a document set came from, by dotted path, worked out by the located reader when first
-    asked (an error to point at, `strategy explain`): a directly read file pays for locations only then.
+    """Where each field a document set came from, by dotted path, found when first asked (an error or a warning to
+    point at, `strategy explain`), and only as far into the document as the path asked for: a directly read file
+    pays for locations only then.
 
-    Locations set later (--set overrides) win over the document's, as in a dict.
+    `locate` gives (path, location) pairs in document order, each path once. Locations set later (--set overrides)
+    win over the document's, as in a dict.
     """
 
-    __slots__ = ("_added", "_locate", "_table")
+    __slots__ = ("_added", "_locate", "_rest", "_table")
 
-    def __init__(self, locate: Callable[[], dict[str, Location]]) -> None:
-        self._locate: Callable[[], dict[str, Location]] | None = locate
-        self._table: dict[str, Location] = {}
+    def __init__(self, locate: Callable[[], Iterator[tuple[str, Location]]]) -> None:
+        self._locate: Callable[[], Iterator[tuple[str, Location]]] | None = locate
+        self._rest: Iterator[tuple[str, Location]] | None = None  # what is not read yet
+        self._table: dict[str, Location] = {}  # what is
         self._added: dict[str, Location] = {}
 
-    def _found(self) -> dict[str, Location]:
+    def _pending(self) -> Iterator[tuple[str, Location]] | None:
         if self._locate is not None:
-            locate, self._locate = self._locate, None
-            self._table = {**locate(), **self._added}
+            self._rest, self._locate = self._locate(), None
+        return self._rest
+
+    def _found(self) -> dict[str, Location]:
+        """All of it."""
+        rest = self._pending()
+        if rest is not None:
+            self._table.update(rest)
+            self._table.update(self._added)
+            self._rest = None
         return self._table
 
     def __getitem__(self, path: str) -> Location:
-        return self._found()[path]
+        if path in self._added:
+            return self._added[path]
+        table = self._table
+        if path not in table and (rest := self._pending()) is not None:
+            for found, where in rest:
+                table[found] = where
+                if found == path:
+                    break
+            else:
+                self._found()
+        return table[path]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._found())
@@ -123,10 +147,8 @@ class Positions(MutableMapping[str, Location]):
         return len(self._found())
 
     def __setitem__(self, path: str, where: Location) -> None:
-        if self._locate is None:
-            self._table[path] = where
-        else:
-            self._added[path] = where
+        self._added[path] = where
+        self._table[path] = where
 
     def __delitem__(self, path: str) -> None:
         del self._found()[path]

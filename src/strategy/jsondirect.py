@@ -78,8 +78,10 @@ def _fill(msg: Message, pairs: tuple[tuple[str, Any], ...]) -> None:
             child = getattr(msg, slot.name)
             _fill(child, value)
             child.SetInParent()
+        elif type(value) is int and not -_WIDEST_INT < value < _WIDEST_INT:
+            raise GiveUp
         else:
-            _scalar(msg, slot, value)
+            assign(msg, slot, value, False)
 
 
 def _scalar(msg: Message, slot: Slot, value: Any) -> None:

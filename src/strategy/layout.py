@@ -213,6 +213,21 @@ def env_is_set(name: str) -> bool:
     return name in os.environ
 
 
+_ENV_KEY_SETS: dict[tuple[str, ...], frozenset[object]] = {}
+
+
+def env_any(names: tuple[str, ...]) -> bool:
+    """Whether any of `names` is in os.environ: one set test in the common case, none of them."""
+    data = getattr(os.environ, "_data", None)
+    encode = getattr(os.environ, "encodekey", None)
+    if not isinstance(data, dict) or encode is None:
+        return any(env_is_set(name) for name in names)
+    keys = _ENV_KEY_SETS.get(names)
+    if keys is None:
+        keys = _ENV_KEY_SETS[names] = frozenset(encode(name) for name in names)
+    return not keys.isdisjoint(data)
+
+
 def _env_world_size() -> int | None:
     raw = os.environ.get("WORLD_SIZE") if env_is_set("WORLD_SIZE") else None
     if raw is None or raw == "":

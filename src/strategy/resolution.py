@@ -125,10 +125,10 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         return None, reasons
     types = _types()
     nccl = layout.nccl(hybrid, degrees, notes)
-    mp_group = next(g for g in plan.groups if g.configs == plan.mp)
-    mp_flags = effective[plan.mp]
-    mp = types.mp(**{setting: mp_flags[name] for setting, name in mp_group.settings})
-    sharding = types.sharding(**{k: v for k, v in effective[plan.sharding].items() if k in types.sharding_fields})
+    mp_group, sharding_group = plan.mp_group, plan.sharding_group
+    mp = types.mp(**dict(zip(mp_group.settings, mp_group.values(effective[plan.mp]))))
+    sharding = types.sharding(**{k: v for k, v in zip(sharding_group.settings, sharding_group.values(effective[plan.sharding]))
+                                 if k in types.sharding_fields})
     active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
@@ -157,7 +157,8 @@ class _Group(NamedTuple):
     bools_on: tuple[_Flag, ...]  # of `bools`, those on by default: all a file that leaves the message out can gate
     dependent_on: tuple[_Flag, ...]  # of `dependent`, those on by default
     prefix: str  # "hybrid_configs.mp_configs."
-    settings: tuple[tuple[str, str], ...]  # (settings attribute, field) for each flag
+    settings: tuple[str, ...]  # each flag's settings attribute, in `flags`' order
+    values: Callable[[dict[str, Any]], tuple[Any, ...]]  # the flags' effective values, in `flags`' order, in one call
 
 
 class _Plan(NamedTuple):
@@ -167,6 +168,8 @@ class _Plan(NamedTuple):
     pp: str
     groups: tuple[_Group, ...]
     tp_plan: str | None  # MpConfig's list of TpRule
+    mp_group: _Group
+    sharding_group: _Group
 
 
 @functools.cache
@@ -183,7 +186,8 @@ def _plan() -> _Plan:
         and schema.option(f, "support") == IMPLEMENTED and _flags(f.message_type)
     )
     tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
-    return _Plan(hybrid.name, mp.name, sharding.name, pp.name, groups, tp_plan)
+    by_configs = {g.configs: g for g in groups}
+    return _Plan(hybrid.name, mp.name, sharding.name, pp.name, groups, tp_plan, by_configs[mp.name], by_configs[sharding.name])
 
 
 def _group(hybrid: str, f: FieldDescriptor) -> _Group:
@@ -193,7 +197,19 @@ def _group(hybrid: str, f: FieldDescriptor) -> _Group:
     dependent = tuple(flag for flag in bools if flag.requires)
     return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools, dependent,
                   tuple(flag for flag in bools if defaults[flag.name]), tuple(flag for flag in dependent if defaults[flag.name]),
-                  f"{hybrid}.{f.name}.", tuple((flag.setting, flag.name) for flag in flags))
+                  f"{hybrid}.{f.name}.", tuple(flag.setting for flag in flags), _getter(tuple(flag.name for flag in flags)))
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """dict -> the values of `names` as a tuple, in one call (itemgetter gives a bare value for one name)."""
+    if len(names) == 1:
+        name = names[0]
+
+        def one(d: dict[str, Any]) -> tuple[Any, ...]:
+            return (d[name],)
+
+        return one
+    return operator.itemgetter(*names)
 
 
 def _flags(desc: Any) -> tuple[_Flag, ...]:
@@ -353,6 +369,8 @@ _SCALER_FIELDS = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_o
 
 
 def _warn_legacy_env() -> None:
+    if not layout.env_any(_legacy_env_names()):
+        return  # the common case, in one set test
     for path, name in _legacy_env():
         if layout.env_is_set(name):
             on = os.environ[name].strip().lower() in ("1", "true")
@@ -362,6 +380,11 @@ def _warn_legacy_env() -> None:
                 "instead (`strategy migrate-env` writes it for you)",
                 stacklevel=5,
             )
+
+
+@functools.cache
+def _legacy_env_names() -> tuple[str, ...]:
+    return tuple(name for _, name in _legacy_env())
 
 
 @functools.cache

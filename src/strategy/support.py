@@ -116,7 +116,7 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
             continue
         st = facts.own if facts.own.support != IMPLEMENTED else inherited
         if f.message_type is not None:
-            reason = inactive or _inactive(msg, facts, prefix)
+            reason = inactive or (_inactive(msg, facts, prefix) if facts.gate_flag or facts.gate_degree else None)
             if f.is_repeated:
                 for k, item in enumerate(value):
                     _walk(item, f"{prefix}{f.name}[{k}].", st, reason, positions, source, out)

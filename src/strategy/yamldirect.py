@@ -9,10 +9,12 @@ the located reader's (`yamlread`, see `direct`).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
 import yaml
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
 from .direct import GiveUp, Slot, assign, fields
@@ -21,15 +23,13 @@ from .limits import MAX_NODES
 
 __all__ = ["fill"]
 
-# A line without its indentation: a sequence item's dash or not, then a scalar (an item's) or a key with or without
-# its value; then a comment or nothing.
+# A line without its indentation: a key with or without its value, or a sequence item (its dash, then a scalar or a
+# key and its value); then a comment or nothing.
 _VALUE = r"""\{\}|\[\]|'[ -&(-~]*'|"[ !#-\[\]-~]*"|(?:[A-Za-z0-9_.+~]|-(?=[0-9]))[A-Za-z0-9_.+\-]*"""
-_LINE = re.compile(
-    r"(-[ ]+)?"  # 1: an item's dash
-    + r"(?:(" + _VALUE + r")"  # 2: an item's scalar
-    + r"|([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(" + _VALUE + r"))?)"  # 3: a key, 4: its value
-    + r"(?:[ ]+#.*|[ ]*)"
-)
+_KEY = r"([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(" + _VALUE + r"))?"  # a key, its value
+_END = r"(?:[ ]+#.*|[ ]*)"
+_KEY_LINE = re.compile(_KEY + _END)
+_ITEM_LINE = re.compile(r"(-[ ]+)(?:(" + _VALUE + r")|" + _KEY + r")" + _END)  # its dash, a scalar or a key
 _BOOLS = {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
 _BOOLS.update({w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")})
 _NULLS = {"~", "null", "Null", "NULL"}
@@ -67,6 +67,12 @@ def _scalar(raw: str) -> Any:
     return _plain(raw)
 
 
+@functools.cache
+def _names(desc: Descriptor) -> dict[str, Slot]:
+    """The keys that name `desc`'s fields in YAML: as JSON's, less any that YAML reads as a bool or null (`on`)."""
+    return {key: slot for key, slot in fields(desc, True).items() if key not in _BOOLS and key not in _NULLS}
+
+
 class _Level:
     """One open block: a mapping (a message's fields) or a sequence (a repeated field's items)."""
 
@@ -77,7 +83,7 @@ class _Level:
         self.msg = msg
         self.path = path  # a mapping's prefix ("hybrid_configs."), a sequence's field path
         self.slot = slot  # a sequence's field
-        self.names = fields(msg.DESCRIPTOR, True) if slot is None else {}
+        self.names = _names(msg.DESCRIPTOR) if slot is None else {}
         self.seen: set[str] = set()
 
 
@@ -93,7 +99,7 @@ def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
 
 
 def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
-    match = _LINE.fullmatch
+    key_line, item_line = _KEY_LINE.fullmatch, _ITEM_LINE.fullmatch
     levels = [_Level(0, root, "")]
     opener: tuple[Slot, int, str] | None = None  # `key:` awaiting its block: field, key's indent, path
     positions: dict[str, Location] = {}
@@ -101,12 +107,17 @@ def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
         body = line.lstrip(" ")
         if not body or body[0] == "#":
             continue
-        m = match(body)
-        if m is None:
-            return None
-        dash, item, key, raw = m.groups()
-        if dash is None and item is not None:
-            return None  # a scalar alone on its line: a continued value, or a document that is one scalar
+        if body[0] == "-":
+            m = item_line(body)
+            if m is None:
+                return None
+            dash, item, key, raw = m.groups()
+        else:
+            m = key_line(body)
+            if m is None:
+                return None  # a scalar alone on its line (a continued value), flow style, a tag ...
+            dash = item = None
+            key, raw = m.groups()
         indent = len(line) - len(body)
         if opener is not None:
             slot, at, path = opener
@@ -120,12 +131,14 @@ def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
                 levels.append(_Level(indent, child, path + "."))
             else:
                 return None  # a null value, or a block the field cannot take: the located reader says which
-        while indent < levels[-1].indent or (dash is None and levels[-1].slot is not None
-                                             and indent == levels[-1].indent):
-            levels.pop()  # dedented; or a key after a sequence written at its key's indent
         level = levels[-1]
         if indent != level.indent or (dash is None) != (level.slot is None):
-            return None  # not a level's indent; an item where a key belongs, or a key where an item does
+            while indent < levels[-1].indent or (dash is None and levels[-1].slot is not None
+                                                 and indent == levels[-1].indent):
+                levels.pop()  # dedented; or a key after a sequence written at its key's indent
+            level = levels[-1]
+            if indent != level.indent or (dash is None) != (level.slot is None):
+                return None  # not a level's indent; an item where a key belongs, or a key where an item does
         if level.slot is not None:
             slot, target = level.slot, getattr(level.msg, level.slot.name)
             here = f"{level.path}[{len(target)}]"
@@ -144,16 +157,26 @@ def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
             level = _Level(indent, target.add(), here + ".")  # - key: ...: a message, its first field on this line
             levels.append(level)
         named = level.names.get(key)
-        if named is None or named.name in level.seen or key in _BOOLS or key in _NULLS:
-            return None  # unknown, set twice, or a key YAML reads as a bool or null
+        if named is None or named.name in level.seen:
+            return None  # unknown (or a key YAML reads as a bool or null), or set twice
         level.seen.add(named.name)
         path = level.path + named.name
         where = positions[path] = _new(Location, (source, number, indent + 1))
         if raw is None:
             opener = (named, indent, path)
             continue
-        value = _scalar(raw)
-        if value is not None:  # null: not set
+        value: Any
+        if raw in _BOOLS:
+            value = _BOOLS[raw]
+        elif raw.isdigit() and (raw[0] != "0" or len(raw) == 1):
+            value = int(raw)  # the common cases, as _scalar reads them
+        else:
+            value = _scalar(raw)
+        if value is None:
+            continue  # null: not set
+        if named.message is None and not named.repeated:
+            assign(level.msg, named, value, False)  # the common case
+        else:
             _set(level.msg, named, value, path, where, positions)
     return positions if positions and opener is None else None
 
