@@ -46,6 +46,7 @@ class _Plan(NamedTuple):
     order: str  # the (axis_order) field
     default_order: tuple[str, ...]  # its (allowed) values, outermost first
     comm: tuple[_Comm, ...]  # the NCCLConfig fields with a (group) whose status is implemented
+    comm_by_configs: tuple[tuple[str, tuple[_Comm, ...]], ...]  # `comm` by HybridConfig message, in order
 
 
 @functools.cache
@@ -65,8 +66,9 @@ def plan() -> _Plan:
         if schema.option(inner, "group") and support.status((hybrid, f, inner)).support == IMPLEMENTED
     )
     names = tuple(a.field for a in axes)
+    by_configs = {c.configs: tuple(d for d in comm if d.configs == c.configs) for c in comm}
     return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), tuple(a for a in axes if a.infer is not None),
-                 order.name, default, comm)
+                 order.name, default, comm, tuple(by_configs.items()))
 
 
 def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
@@ -182,26 +184,37 @@ def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dic
     """The implemented NCCLConfig fields set for each group's communicator, keyed by the field's (group)."""
     p = plan()
     out: dict[str, dict[str, Any]] = {}
-    for c in p.comm:
-        if not hybrid.HasField(c.configs) or not getattr(hybrid, c.configs).HasField(c.field):
-            continue
-        if c.gate is not None and degrees[c.gate] <= 1:
-            continue  # inactive: the support review notes each field set there
-        message = getattr(getattr(hybrid, c.configs), c.field)
-        chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
-        if chosen:
-            out[c.group] = chosen
-            notes.append(f"{p.hybrid}.{c.configs}.{c.field} ({', '.join(chosen)}) applies to the {c.group} group's NCCL "
-                         "communicator; it has no effect on gloo.")
+    for configs, comms in p.comm_by_configs:
+        if not hybrid.HasField(configs):
+            continue  # the common case: asked once per message, not once per communicator
+        for c in comms:
+            _nccl_one(hybrid, c, degrees, notes, out, p.hybrid)
     return out
 
 
+def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: list[str],
+              out: dict[str, dict[str, Any]], prefix: str) -> None:
+    """One communicator's NCCLConfig, when the file set it and its axis is active."""
+    if not getattr(hybrid, c.configs).HasField(c.field):
+        return
+    if c.gate is not None and degrees[c.gate] <= 1:
+        return  # inactive: the support review notes each field set there
+    message = getattr(getattr(hybrid, c.configs), c.field)
+    chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
+    if chosen:
+        out[c.group] = chosen
+        notes.append(f"{prefix}.{c.configs}.{c.field} ({', '.join(chosen)}) applies to the {c.group} group's NCCL "
+                     "communicator; it has no effect on gloo.")
+
+
 _ENV_KEYS: dict[str, object] = {}  # name -> os.environ's key for it, encoded once
+# os.environ's own mapping (CPython's, which putenv and os.environ[...] = ... update in place); None elsewhere.
+_ENV_DATA = getattr(os.environ, "_data", None)
 
 
 def env_is_set(name: str) -> bool:
     """`name in os.environ`, without the KeyError that costs a miss there (resolve runs this on every call)."""
-    data = getattr(os.environ, "_data", None)
+    data = _ENV_DATA
     if isinstance(data, dict):
         key = _ENV_KEYS.get(name)
         if key is None:
@@ -218,7 +231,7 @@ _ENV_KEY_SETS: dict[tuple[str, ...], frozenset[object]] = {}
 
 def env_any(names: tuple[str, ...]) -> bool:
     """Whether any of `names` is in os.environ: one set test in the common case, none of them."""
-    data = getattr(os.environ, "_data", None)
+    data = _ENV_DATA
     encode = getattr(os.environ, "encodekey", None)
     if not isinstance(data, dict) or encode is None:
         return any(env_is_set(name) for name in names)

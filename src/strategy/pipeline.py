@@ -127,7 +127,7 @@ def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: s
         text = f'{path} "{name}" is not a schedule torch.distributed.pipelining runs; use {_choices()}{close}'
         if policy == "warn":
             warn(context.positions.get(path) or Location(context.source),
-                 f'{text}; running "{plan.default_mode}" (policy \'warn\')', stacklevel=7)
+                 f'{text}; running "{plan.default_mode}" (policy \'warn\')', stacklevel=6)
         else:
             context.fail((path,), text)
         name = plan.default_mode

@@ -62,7 +62,9 @@ def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: st
         r = strategy.resolve(strategy.load("tp.prototxt"), world_size=4)
         r.mp.async_allreduce, r.notes
     """
-    return resolve_with_reasons(s, world_size=world_size, policy=policy)[0]
+    resolved = _resolve(s, world_size, policy, True, None, None, build=True)[0]
+    assert resolved is not None
+    return resolved
 
 
 def resolve_with_reasons(
@@ -111,7 +113,7 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
             raise support.combined(review.unsupported)
         for finding in review.unsupported:
             if mode == "warn":
-                warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=5)
+                warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=4)
         s = support.effective(s, [f.path for f in review.unsupported])
     plan = _plan()
     notes: list[str] = list(review.notes)
@@ -125,13 +127,13 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         return None, reasons
     types = _types()
     nccl = layout.nccl(hybrid, degrees, notes)
-    mp_group, sharding_group = plan.mp_group, plan.sharding_group
+    mp_group = plan.mp_group
     mp = types.mp(**dict(zip(mp_group.settings, mp_group.values(effective[plan.mp]))))
-    sharding = types.sharding(**{k: v for k, v in zip(sharding_group.settings, sharding_group.values(effective[plan.sharding]))
-                                 if k in types.sharding_fields})
+    sharding_flags = effective[plan.sharding]
+    sharding = types.sharding(**{k: sharding_flags[name] for k, name in types.sharding_fields})
     active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
-    tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_)
+    tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
     return types.resolved(**fields_, order=order, mp=mp, sharding=sharding,
                           pipeline=types.no_pipeline if pipe is None else types.pipeline(**pipe), nccl=nccl,
@@ -336,14 +338,12 @@ class _Types(NamedTuple):
     amp: Any
     recompute: Any
     training: tuple[tuple[str, str, Any], ...]  # (switch, its configs message field, its settings type)
-    sharding_fields: frozenset[str]
+    sharding_fields: tuple[tuple[str, str], ...]  # (ShardingSettings field, its flag) for each it takes
     no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
 
 
 @functools.cache
 def _types() -> _Types:
-    import dataclasses
-
     from .resolved import Resolved
     from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
                            ShardingSettings)
@@ -351,7 +351,16 @@ def _types() -> _Types:
     training = (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
                 ("recompute", "recompute_configs", RecomputeSettings))
     return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
-                  frozenset(f.name for f in dataclasses.fields(ShardingSettings)), PipelineSettings())
+                  _taken(ShardingSettings), PipelineSettings())
+
+
+def _taken(settings: Any) -> tuple[tuple[str, str], ...]:
+    """(settings field, flag) for each sharding flag the settings type has a field for."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(settings)}
+    group = _plan().sharding_group
+    return tuple((setting, flag.name) for setting, flag in zip(group.settings, group.flags) if setting in names)
 
 
 def _amp_dtype(configs: Any, notes: list[str]) -> dict[str, Any]:
