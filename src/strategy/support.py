@@ -73,6 +73,7 @@ class _Facts(NamedTuple):
     gate_flag: str | None
     always_on: str | None  # an (always_on) bool's hint: what the runtime does whatever the value
     quiet: bool  # an implemented scalar with nothing to say when set, in an active message: the common case
+    is_bool: bool
 
 
 _FACTS: dict[FieldDescriptor, _Facts] = {}
@@ -86,7 +87,7 @@ def _facts(f: FieldDescriptor) -> _Facts:
         always = hint(f) if schema.option(f, "always_on") else None
         quiet = own is _IMPLEMENTED and always is None and f.message_type is None
         facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"), always,
-                                   quiet)
+                                   quiet, f.cpp_type == FieldDescriptor.CPPTYPE_BOOL)
     return facts
 
 
@@ -132,7 +133,7 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
         if inactive:
             out.effects[path] = f"no effect: {inactive.reason}"
             # Resolution notes the bool flags it gates off by a degree itself (mp_configs'); the rest here.
-            if st.support != IMPLEMENTED or not inactive.by_degree or f.cpp_type != FieldDescriptor.CPPTYPE_BOOL:
+            if st.support != IMPLEMENTED or not inactive.by_degree or not facts.is_bool:
                 out.notes.append(f"{path} is set but has no effect: {inactive.reason}.")
             continue
         if st.support == NO_EFFECT:
