@@ -12,7 +12,7 @@ from torch import nn
 
 import parallel
 import strategy
-from rank_helpers import close, data_mean, init
+from rank_helpers import RTOL, close, data_mean, init
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
@@ -113,7 +113,8 @@ def plain_parity(text: str) -> dict:
     for (name, p), r in zip(model.named_parameters(), reference.parameters()):
         g = p.grad.clone()
         dist.all_reduce(g, group=hcg.sep_group)  # each rank's gradient covers its tokens' outputs
-        close(g, r.grad, f"grad {name}")
+        # Summed over every token in another order: float32 rounding scales with the gradient, not with each entry.
+        close(g, r.grad, f"grad {name}", atol=RTOL * float(r.grad.abs().max()))
     return {"ok": True}
 
 
