@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import strategy
 from conftest import PADDLE_FILES
 from strategies import messages
-from strategy import formats, jsondirect, textdirect, yamldirect
+from strategy import formats, jsondirect, rules, textdirect, yamldirect
 from strategy.direct import Positions
 from strategy.errors import StrategyError
 
@@ -36,8 +36,14 @@ def _located(text: str, fmt: str):
 
 def _direct(text: str, fmt: str):
     msg = strategy.DistributedStrategy()
-    positions = _READERS[fmt].fill(msg, text, "<t>")
-    return None if positions is None else (msg, dict(positions))
+    read = _READERS[fmt].fill(msg, text, "<t>")
+    if read is None:
+        return None
+    positions, broken = read
+    # It checked the rules as it read: nothing the rules reject gets past it, and it found every broken `requires`.
+    rules.check(msg, positions, policy="strict", source="<t>", requires=False)
+    assert broken == rules.requires_violations(msg)
+    return msg, dict(positions)
 
 
 def _agrees(text: str, fmt: str) -> bool:
@@ -100,10 +106,11 @@ def test_paddles_files_are_read_directly_in_every_text_format(path):
 _ROOT_NAMES = ["amp", "recompute", "hybrid_configs", "amp_configs", "recompute_configs", "pipeline_configs", "ampConfigs",
                "hybridConfigs", "nope"]
 _INNER_NAMES = ["mp_degree", "dp_degree", "mpDegree", "order", "mp_configs", "sharding_configs", "stage",
-                "mp_async_allreduce", "init_loss_scaling", "use_pure_bf16", "custom_white_list", "checkpoints",
+                "mp_async_allreduce", "mp_skip_c_identity", "init_loss_scaling", "use_pure_bf16", "custom_white_list",
+                "checkpoints", "accumulate_steps",
                 "schedule_mode", "dtype", "sync_mode", "unknown_field"]
 _NAMES = st.sampled_from(_ROOT_NAMES + _INNER_NAMES)
-_TEXT_VALUES = st.sampled_from(["true", "True", "t", "f", "1", "0", "01", "0x10", "-0", "-2", "2", "1.5", "1e5", "1.",
+_TEXT_VALUES = st.sampled_from(["true", "True", "t", "f", "1", "0", "01", "-1", "5", "9", '"pp"', '"mp"', '"zz"', "0x10", "-0", "-2", "2", "1.5", "1e5", "1.",
                                 "inf", "-inf", "nan", "1f", '"s"', "'s'", '"a\\n"', '"dp"', '"1F1B"', "bfloat16", "O1",
                                 '""', "2147483648", "99999999999999999999999"])
 _YAML_VALUES = st.sampled_from(["true", "yes", "on", "Off", "NO", "y", "1", "010", "0o10", "0x1F", "1_000", "1.5", "1e5",
@@ -239,7 +246,9 @@ def test_yaml_outside_the_block_subset_takes_the_located_path(text):
 def test_json_locations_are_found_only_when_asked_and_are_the_located_paths():
     path = PADDLE_FILES[0].with_suffix(".json")
     msg = strategy.DistributedStrategy()
-    positions = jsondirect.fill(msg, path.read_text(), str(path))
+    read = jsondirect.fill(msg, path.read_text(), str(path))
+    assert read is not None
+    positions = read[0]
     assert isinstance(positions, Positions) and positions._locate is not None  # nothing located yet
     _, expected = _located(path.read_text(), "json")
     first = next(iter(expected))

@@ -18,11 +18,12 @@ from typing import Any, NamedTuple
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from . import rules
 from .builder import INT_RANGES, scalar
 from .errors import Location, StrategyError
 from .tree import Scalar
 
-__all__ = ["GiveUp", "Positions", "Slot", "assign", "fields", "value"]
+__all__ = ["Checks", "GiveUp", "Positions", "Slot", "assign", "fields", "value"]
 
 
 class GiveUp(Exception):
@@ -39,6 +40,8 @@ class Slot(NamedTuple):
     plain: type | None  # the Python type the builder keeps as it is (bool, int, str, float); None: always convert
     low: Any  # an int field's range
     high: Any
+    rule: Any  # the field's value rule (rules.value_rule), None when it has none
+    checked: bool  # has a rule, or is a message list whose items must set a field: tell `Checks.seen`
 
 
 @functools.cache
@@ -66,7 +69,9 @@ def _slot(f: FieldDescriptor) -> Slot:
         plain = str
     elif cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
         plain = float
-    return Slot(f, f.name, bool(f.is_repeated), f.message_type, plain, low, high)
+    rule = rules.value_rule(f)
+    must = f.message_type is not None and f.is_repeated and bool(rules.must_set(f.message_type))
+    return Slot(f, f.name, bool(f.is_repeated), f.message_type, plain, low, high, rule, rule is not None or must)
 
 
 _new = tuple.__new__
@@ -94,6 +99,44 @@ def assign(msg: Message, slot: Slot, raw: Any, text: bool) -> None:
             setattr(msg, slot.name, raw)
     except (TypeError, ValueError):
         raise GiveUp from None
+
+
+class Checks:
+    """The rules (`rules`) a direct read checks as it reads: each value's range and allowed values as it is set, a
+    flag's `requires`, a list's items and the fields each item of a message list must set once the whole document
+    is read. A value that breaks one is a GiveUp (the located path reports it); a broken `requires` is for
+    `rules.report` (an error, or under "warn" a warning)."""
+
+    __slots__ = ("flags", "lists")
+
+    def __init__(self) -> None:
+        self.flags: list[tuple[Message, Slot, str]] = []  # a flag set true that requires another, with its prefix
+        self.lists: dict[tuple[int, str], tuple[Message, Slot]] = {}  # each repeated field to check once read
+
+    def seen(self, msg: Message, slot: Slot, prefix: str) -> None:
+        """`slot`, which has a rule or items to check, was just set (or appended to) in `msg`."""
+        if slot.repeated:
+            self.lists[id(msg), slot.name] = (msg, slot)
+            return
+        rule = slot.rule
+        value = getattr(msg, slot.name)  # as stored (a float field rounds to 32 bits)
+        if rules.violates(rule, value):
+            raise GiveUp
+        if rule.requires and value is True:
+            self.flags.append((msg, slot, prefix))
+
+    def broken(self) -> list[tuple[str, str]]:
+        """(dependent path, required path) for each broken `requires` rule; GiveUp for a list that breaks its rule."""
+        for msg, slot in self.lists.values():
+            items = getattr(msg, slot.name)
+            if slot.message is not None:
+                needed = rules.must_set(slot.message)
+                if any(not item.HasField(f.name) for item in items for f in needed):
+                    raise GiveUp
+            elif rules.items_violate(slot.rule, items):
+                raise GiveUp
+        return [(prefix + slot.name, prefix + slot.rule.requires) for msg, slot, prefix in self.flags
+                if not getattr(msg, slot.rule.requires)]
 
 
 class Positions(MutableMapping[str, Location]):

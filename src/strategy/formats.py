@@ -68,9 +68,10 @@ def decode(data: bytes, source: str) -> str:
 
 def parse(
     data: str | bytes, format: str, *, source: str, policy: str, errors: list[StrategyError] | None = None
-) -> tuple[DistributedStrategy, MutableMapping[str, Location]]:
-    """Parse one document into a message, with the location of every field it sets (worked out when first asked,
-    for a document read directly).
+) -> tuple[DistributedStrategy, MutableMapping[str, Location], list[tuple[str, str]] | None]:
+    """Parse one document into a message, with the location of every field it sets (for JSON read directly: found
+    when first asked), and, when the document was read directly (which checks the rules as it goes: `direct.Checks`),
+    its broken `requires` rules; None when the rules are still to check (`rules.check`).
 
     Syntax errors always raise; with `errors`, schema problems are collected there and parsing goes on.
     """
@@ -81,14 +82,14 @@ def parse(
         from . import binary  # imported on first use, as the readers below
 
         binary.parse(msg, data, source=source, policy=policy)
-        return msg, {}  # the wire format has no lines
+        return msg, {}, None  # the wire format has no lines
     text = decode(data, source) if isinstance(data, bytes) else data
     direct = textdirect if format == "prototxt" else importlib.import_module(_DIRECT[format], __package__)
-    positions = direct.fill(msg, text, source)
-    if positions is not None:
-        return msg, positions
+    read = direct.fill(msg, text, source)
+    if read is not None:
+        return msg, read[0], read[1]
     msg = DistributedStrategy()  # the direct reader gave up half way: start over, on the located path
-    return msg, located(msg, text, format, source=source, policy=policy, errors=errors)
+    return msg, located(msg, text, format, source=source, policy=policy, errors=errors), None
 
 
 # Imported on first use: the CLI starts faster when a run needs neither YAML nor JSON.

@@ -88,12 +88,16 @@ def _load(
     rules.check_policy(policy)
     if len(data) > MAX_BYTES:
         raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
-    msg, positions = parse(data, fmt, source=source, policy=policy)
+    msg, positions, broken = parse(data, fmt, source=source, policy=policy)
     if overrides:
         from . import overrides as _overrides  # only runs with --set pay for it
 
         positions.update(_overrides.apply(msg, overrides, policy=policy))
-    rules.check(msg, positions, policy=policy, source=source, requires=requires)
+        broken = None  # the overrides changed it: check it all
+    if broken is None:
+        rules.check(msg, positions, policy=policy, source=source, requires=requires)
+    else:
+        rules.report(broken, positions, policy=policy, source=source, requires=requires)  # checked as it was read
     support.remember(msg, positions, source, checked=policy if requires else None)
     return msg
 
@@ -114,12 +118,16 @@ def problems(
     try:
         if len(data) > MAX_BYTES:
             raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
-        msg, positions = parse(data, fmt, source=source, policy=policy, errors=errors)
+        msg, positions, broken = parse(data, fmt, source=source, policy=policy, errors=errors)
         if overrides:
             from . import overrides as _overrides
 
             positions.update(_overrides.apply(msg, overrides, policy=policy, errors=errors))
-        rules.check(msg, positions, policy=policy, source=source, errors=errors)
+            broken = None
+        if broken is None:
+            rules.check(msg, positions, policy=policy, source=source, errors=errors)
+        else:
+            rules.report(broken, positions, policy=policy, source=source, errors=errors)
         support.remember(msg, positions, source, checked=None if errors else policy)
     except StrategyError as e:
         return None, errors + [e]

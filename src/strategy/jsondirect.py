@@ -13,7 +13,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from .direct import GiveUp, Positions, Slot, assign, fields
+from .direct import Checks, GiveUp, Positions, assign, fields
 from .jsonlocate import locate
 from .limits import MAX_NODES
 
@@ -36,22 +36,25 @@ def _constant(name: str) -> Any:
 _decode = json.JSONDecoder(object_pairs_hook=tuple, parse_float=_float, parse_constant=_constant).decode
 
 
-def fill(msg: Message, text: str, source: str) -> Positions | None:
-    """Fill `msg` from `text`, with where each field was set (found when first asked); None (msg then half filled:
-    discard it) when the located reader must read it."""
+def fill(msg: Message, text: str, source: str) -> tuple[Positions, list[tuple[str, str]]] | None:
+    """Fill `msg` from `text`, checking the rules as it goes; returns where each field was set (found when first
+    asked) and the broken `requires` rules (`Checks`). None (msg then half filled: discard it) when the located
+    reader must read it."""
     if len(text) >= MAX_NODES:  # fewer characters than the node limit: never too many values
         return None
+    checks = Checks()
     try:
         document = _decode(text)
         if type(document) is not tuple:
             return None  # null, a list, a scalar: the located reader's
-        _fill(msg, document)
+        _fill(msg, document, "", checks)
+        broken = checks.broken()
     except (GiveUp, ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
         return None
-    return Positions(lambda: locate(text, source, msg.DESCRIPTOR))
+    return Positions(lambda: locate(text, source, msg.DESCRIPTOR)), broken
 
 
-def _fill(msg: Message, pairs: tuple[tuple[str, Any], ...]) -> None:
+def _fill(msg: Message, pairs: tuple[tuple[str, Any], ...], prefix: str, checks: Checks) -> None:
     names = fields(msg.DESCRIPTOR, True)
     seen: set[str] = set()
     for key, value in pairs:
@@ -68,23 +71,22 @@ def _fill(msg: Message, pairs: tuple[tuple[str, Any], ...]) -> None:
                 for item in items:
                     if type(item) is not tuple:
                         raise GiveUp
-                    _fill(target.add(), item)
+                    here = f"{prefix}{slot.name}[{len(target)}]."
+                    _fill(target.add(), item, here, checks)
             else:
                 for item in items:
-                    _scalar(msg, slot, item)
+                    if type(item) is int and not -_WIDEST_INT < item < _WIDEST_INT:
+                        raise GiveUp
+                    assign(msg, slot, item, False)
         elif slot.message is not None:
             if type(value) is not tuple:
                 raise GiveUp
             child = getattr(msg, slot.name)
-            _fill(child, value)
+            _fill(child, value, f"{prefix}{slot.name}.", checks)
             child.SetInParent()
         elif type(value) is int and not -_WIDEST_INT < value < _WIDEST_INT:
             raise GiveUp
         else:
             assign(msg, slot, value, False)
-
-
-def _scalar(msg: Message, slot: Slot, value: Any) -> None:
-    if type(value) is int and not -_WIDEST_INT < value < _WIDEST_INT:
-        raise GiveUp
-    assign(msg, slot, value, False)
+        if slot.checked:
+            checks.seen(msg, slot, prefix)

@@ -15,7 +15,8 @@ from google.protobuf.message import Message
 from . import schema, support
 from .errors import Location, StrategyError, warn
 
-__all__ = ["POLICIES", "check", "check_policy", "requires_violations"]
+__all__ = ["POLICIES", "check", "check_policy", "items_violate", "must_set", "report", "requires_violations", "value_rule",
+           "violates"]
 
 POLICIES = ("strict", "warn")
 
@@ -40,13 +41,20 @@ def check(
     """
     broken: list[tuple[str, str]] = []
     _walk(msg, "", positions, source, broken, errors=errors)
+    report(broken, positions, policy=policy, source=source, requires=requires, errors=errors, stacklevel=6)
+
+
+def report(broken: list[tuple[str, str]], positions: Mapping[str, Location], *, policy: str, source: str | None = None,
+           requires: bool = True, errors: list[StrategyError] | None = None, stacklevel: int = 5) -> None:
+    """Raise (strict) or warn (warn) on each broken `requires` rule, (dependent path, required path), at its line:
+    the end of `check`, and all a document the direct readers checked as they read it needs."""
     for path, needed in broken if requires else ():
         where = positions.get(path) or Location(source)
         text = f"{path} requires {needed}: true"
         if policy == "strict":
             _report(StrategyError.at(where, text, field=path), errors)
         else:
-            warn(where, f"{text}; resolving {path.rsplit('.', 1)[-1]} off (policy 'warn')", stacklevel=5)
+            warn(where, f"{text}; resolving {path.rsplit('.', 1)[-1]} off (policy 'warn')", stacklevel=stacklevel)
 
 
 def requires_violations(msg: Message) -> list[tuple[str, str]]:
@@ -83,8 +91,32 @@ def _rule(field: FieldDescriptor) -> _Rule | object:
     return rule
 
 
+def value_rule(field: FieldDescriptor) -> _Rule | None:
+    """The rule on a field's values (range, allowed values, `requires`, no repeats), None when it has none."""
+    rule = _RULES.get(field) or _rule(field)
+    return rule if isinstance(rule, _Rule) else None
+
+
+def violates(rule: _Rule, value: Any) -> bool:
+    """Whether a single value breaks its rule's range or allowed values (what `check` reports, and how)."""
+    below = rule.low is not None and value < rule.low
+    if below and value != rule.infer and rule.high is None:
+        return True
+    if rule.high is not None and (below or value > rule.high) and value != rule.infer:
+        return True
+    return bool(rule.allowed) and value not in rule.allowed
+
+
+def items_violate(rule: _Rule, values: Any) -> bool:
+    """Whether a repeated field's items break its rule: a value not allowed, or one repeated where it must not."""
+    if rule.allowed and any(item not in rule.allowed for item in values):
+        return True
+    return bool(rule.distinct) and len(set(values)) != len(values)
+
+
 @functools.cache
-def _must_set(desc: Descriptor) -> tuple[FieldDescriptor, ...]:
+def must_set(desc: Descriptor) -> tuple[FieldDescriptor, ...]:
+    """The fields each item of a repeated message of type `desc` must set."""
     return tuple(f for f in desc.fields if schema.option(f, "must_set"))
 
 
@@ -106,7 +138,7 @@ def _walk(msg: Message, prefix: str, positions: Mapping[str, Location], source: 
         if rule is _MESSAGES:
             for k, item in enumerate(value):
                 here = f"{prefix}{field.name}[{k}]"
-                for needed in _must_set(field.message_type) if values else ():
+                for needed in must_set(field.message_type) if values else ():
                     if not item.HasField(needed.name):
                         where = positions.get(here) or Location(source)
                         _report(StrategyError.at(where, f"{here} needs {needed.name}", field=f"{here}.{needed.name}"), errors)
@@ -120,8 +152,8 @@ def _walk(msg: Message, prefix: str, positions: Mapping[str, Location], source: 
             continue
         if rule.requires and value is True and not getattr(msg, rule.requires):
             broken.append((path, prefix + rule.requires))
-        if not values:
-            continue
+        if not values or not violates(rule, value):
+            continue  # the common case: nothing to report
         if rule.low is not None and value < rule.low and value != rule.infer and rule.high is None:
             also = f", or {rule.infer} to infer it" if rule.infer is not None else ""
             where = positions.get(path) or Location(source)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from google.protobuf.message import Message
 
-from .direct import GiveUp, Slot, assign, fields
+from .direct import Checks, GiveUp, Slot, assign, fields
 from .errors import Location
 from .limits import MAX_DEPTH, MAX_NODES
 from .textfast import BOOLS as _BOOLS
@@ -17,9 +17,10 @@ from .textfast import LINE, LONGEST_LINE, LONGEST_NUMBER as _LONGEST_NUMBER, NON
 __all__ = ["fill"]
 
 
-def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
-    """Fill `msg` from `text`, returning where each field was set (as the builder records it: at its name); None
-    (msg then half filled: discard it) when the located reader must read it."""
+def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], list[tuple[str, str]]] | None:
+    """Fill `msg` from `text`, checking the rules as it goes; returns where each field was set (as the builder
+    records it: at its name) and the broken `requires` rules (`Checks`). None (msg then half filled: discard it)
+    when the located reader must read it."""
     if len(text) >= MAX_NODES:  # fewer characters than the node limit: never too many values
         return None
     match = LINE.fullmatch
@@ -28,6 +29,7 @@ def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
     prefix = ""
     stack: list[tuple[Message, dict[str, Slot], set[str], str]] = []
     positions: dict[str, Location] = {}
+    checks = Checks()
     try:
         for number, line in enumerate(text.split("\n"), 1):
             body = line.lstrip(STRIP)
@@ -53,6 +55,8 @@ def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
             if opened or bare_open:
                 if slot.message is None or len(stack) >= MAX_DEPTH:
                     return None
+                if slot.checked:
+                    checks.seen(msg, slot, prefix)
                 stack.append((msg, names, seen, prefix))
                 child = getattr(msg, name)
                 if slot.repeated:
@@ -72,9 +76,13 @@ def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
             if value is NONE or slot.message is not None:
                 return None
             assign(msg, slot, value, True)
+            if slot.checked:
+                checks.seen(msg, slot, prefix)
+        if stack:
+            return None
+        return positions, checks.broken()
     except GiveUp:
         return None
-    return None if stack else positions
 
 
 _new = tuple.__new__

@@ -17,7 +17,7 @@ import yaml
 from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import Message
 
-from .direct import GiveUp, Slot, assign, fields
+from .direct import Checks, GiveUp, Slot, assign, fields
 from .errors import Location
 from .limits import MAX_NODES
 
@@ -87,18 +87,21 @@ class _Level:
         self.seen: set[str] = set()
 
 
-def fill(msg: Message, text: str, source: str) -> dict[str, Location] | None:
-    """Fill `msg` from `text`, returning where each field was set (as the builder records it); None (msg then half
-    filled: discard it) when the located reader must read it."""
+def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], list[tuple[str, str]]] | None:
+    """Fill `msg` from `text`, checking the rules as it goes; returns where each field was set (as the builder
+    records it) and the broken `requires` rules (`Checks`). None (msg then half filled: discard it) when the
+    located reader must read it."""
     if len(text) >= MAX_NODES or not text.isascii() or "\t" in text or "\r" in text:
         return None
+    checks = Checks()
     try:
-        return _fill(msg, text, source)
+        positions = _fill(msg, text, source, checks)
+        return None if positions is None else (positions, checks.broken())
     except GiveUp:
         return None
 
 
-def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
+def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Location] | None:
     key_line, item_line = _KEY_LINE.fullmatch, _ITEM_LINE.fullmatch
     levels = [_Level(0, root, "")]
     opener: tuple[Slot, int, str] | None = None  # `key:` awaiting its block: field, key's indent, path
@@ -144,6 +147,8 @@ def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
             here = f"{level.path}[{len(target)}]"
             indent += len(dash)
             positions[here] = _new(Location, (source, number, indent + 1))
+            if slot.checked:
+                checks.seen(level.msg, slot, "")  # a list: checked once read
             if item is not None:
                 if slot.message is None:
                     assign(level.msg, slot, _scalar(item), False)
@@ -178,6 +183,8 @@ def _fill(root: Message, text: str, source: str) -> dict[str, Location] | None:
             assign(level.msg, named, value, False)  # the common case
         else:
             _set(level.msg, named, value, path, where, positions)
+        if named.checked:
+            checks.seen(level.msg, named, level.path)
     return positions if positions and opener is None else None
 
 
