@@ -25,15 +25,15 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
         return None
     match = LINE.fullmatch
     names = fields(msg.DESCRIPTOR, False)
-    seen: set[str] = set()
     prefix = ""
-    stack: list[tuple[Message, dict[str, Slot], set[str], str]] = []
-    positions: dict[str, Location] = {}
+    stack: list[tuple[Message, dict[str, Slot], str]] = []
+    positions: dict[str, Location] = {}  # also what each message has set so far: its fields' paths
     checks = Checks()
+    long_lines = len(text) > LONGEST_LINE
     try:
         for number, line in enumerate(text.split("\n"), 1):
             body = line.lstrip(STRIP)
-            m = match(body.rstrip(STRIP)) if len(line) <= LONGEST_LINE else None
+            m = None if long_lines and len(line) > LONGEST_LINE else match(body.rstrip(STRIP))
             if m is None:
                 return None
             name, raw, opened, bare_open, closed = m.groups()
@@ -41,13 +41,12 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
                 if closed is not None:
                     if not stack:
                         return None
-                    msg, names, seen, prefix = stack.pop()
+                    msg, names, prefix = stack.pop()
                 continue  # else blank, or a comment
             slot = names.get(name)
-            if slot is None or (name in seen and not slot.repeated):
-                return None  # unknown, or set twice: the located reader says so
-            seen.add(name)
             path = prefix + name
+            if slot is None or (path in positions and not slot.repeated):
+                return None  # unknown, or set twice: the located reader says so
             where = positions[path] = _new(Location, (source, number, len(line) - len(body) + 1))
             if slot.repeated:
                 path = f"{path}[{len(getattr(msg, name))}]"
@@ -57,14 +56,14 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
                     return None
                 if slot.checked:
                     checks.seen(msg, slot, prefix)
-                stack.append((msg, names, seen, prefix))
+                stack.append((msg, names, prefix))
                 child = getattr(msg, name)
                 if slot.repeated:
                     msg = child.add()
                 else:
                     child.SetInParent()
                     msg = child
-                names, seen, prefix = fields(slot.message, False), set(), path + "."
+                names, prefix = fields(slot.message, False), path + "."
                 continue
             value: object
             if raw in _BOOLS:
@@ -75,7 +74,10 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
                 value = line_value(raw)
             if value is NONE or slot.message is not None:
                 return None
-            assign(msg, slot, value, True)
+            if value.__class__ is bool and slot.plain is bool and not slot.repeated:
+                setattr(msg, name, value)  # a flag: what assign does with it, without the call
+            else:
+                assign(msg, slot, value, True)
             if slot.checked:
                 checks.seen(msg, slot, prefix)
         if stack:

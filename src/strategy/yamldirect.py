@@ -76,7 +76,7 @@ def _names(desc: Descriptor) -> dict[str, Slot]:
 class _Level:
     """One open block: a mapping (a message's fields) or a sequence (a repeated field's items)."""
 
-    __slots__ = ("indent", "msg", "names", "path", "seen", "slot")
+    __slots__ = ("indent", "msg", "names", "path", "slot")
 
     def __init__(self, indent: int, msg: Message, path: str, slot: Slot | None = None) -> None:
         self.indent = indent
@@ -84,7 +84,6 @@ class _Level:
         self.path = path  # a mapping's prefix ("hybrid_configs."), a sequence's field path
         self.slot = slot  # a sequence's field
         self.names = _names(msg.DESCRIPTOR) if slot is None else {}
-        self.seen: set[str] = set()
 
 
 def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], list[tuple[str, str]]] | None:
@@ -162,10 +161,11 @@ def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Lo
             level = _Level(indent, target.add(), here + ".")  # - key: ...: a message, its first field on this line
             levels.append(level)
         named = level.names.get(key)
-        if named is None or named.name in level.seen:
-            return None  # unknown (or a key YAML reads as a bool or null), or set twice
-        level.seen.add(named.name)
+        if named is None:
+            return None  # unknown, or a key YAML reads as a bool or null
         path = level.path + named.name
+        if path in positions:
+            return None  # set twice (by its name and its JSON name, say): the located reader says so
         where = positions[path] = _new(Location, (source, number, indent + 1))
         if raw is None:
             opener = (named, indent, path)
