@@ -9,7 +9,7 @@ import pytest
 
 import strategy
 from strategy import StrategyError, Topology, layout
-from strategy.layout import complete_order
+from strategy.topology import complete_order
 
 from test_cli_check import strategy_cli
 

@@ -5,7 +5,7 @@ Read generically from the schema's (axis), (infer_value), (axis_order) and (grou
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 import functools
 import math
 import operator
@@ -16,6 +16,7 @@ from . import schema, support
 from ._generated.distributed_strategy_pb2 import DistributedStrategy
 from ._generated.hybrid_parallel_pb2 import HybridConfig
 from ._generated.strategy_options_pb2 import IMPLEMENTED
+from .axis_order import complete_order
 from .errors import Location, StrategyError
 
 if TYPE_CHECKING:
@@ -149,19 +150,6 @@ def order(hybrid: HybridConfig, degrees: dict[str, int], positions: Mapping[str,
             field=path,
         )
     return complete_order(listed, p.default_order)
-
-
-def complete_order(listed: Sequence[str], default: Sequence[str]) -> tuple[str, ...]:
-    """Every axis of `default`, with the `listed` ones in their listed order.
-
-    The listed axes take the default places of the listed axes, in the listed order; the others keep their own
-    place. So PaddleNLP's five-name "sharding_first" ["dp", "sharding", "pp", "sep", "mp"] becomes dp, sharding,
-    pp, sep, cp, mp. Where a left-out axis goes does not change any group while its degree is 1.
-    """
-    chosen = iter(listed)
-    wanted = set(listed)
-    assert wanted <= set(default) and len(wanted) == len(listed), (listed, default)
-    return tuple(next(chosen) if axis in wanted else axis for axis in default)
 
 
 def requested(s: DistributedStrategy, world_size: int | None) -> Topology:

@@ -10,7 +10,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Topology"]
+from .axis_order import complete_order
+
+__all__ = ["Topology", "complete_order"]
 
 
 @dataclass(frozen=True, slots=True)
