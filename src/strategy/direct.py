@@ -3,16 +3,16 @@
 The located readers (textproto, jsonread, yamlread, then the builder) record where each field came from and own
 every error message; most of their time goes into those locations. A direct reader fills the message without
 them and gives up (`GiveUp`) on anything it is not sure the located path reads the same way: an unknown or
-repeated name, a value of the wrong type, anything outside its format's plain subset. The caller then starts
-over on the located path; locations of a directly read file are worked out only when something asks for one
-(`Positions`). Values are converted by the builder's own `scalar`, so both paths agree on every value.
+repeated name, a value of the wrong type or breaking its rule, anything outside its format's plain subset. The
+caller then starts over on the located path. The text and YAML readers record locations as they read (a line
+number and an indent); JSON's are found only when something asks for one (`Positions`). Values are converted by
+the builder's own `scalar` and checked by the rules' own predicates (`Checks`), so both paths agree on both.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from collections.abc import MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor

@@ -101,9 +101,7 @@ def located(msg: DistributedStrategy, text: str, format: str, *, source: str, po
             errors: list[StrategyError] | None = None) -> dict[str, Location]:
     """Fill `msg` from a text document on the located path: every field's location, and every error's."""
     reader = importlib.import_module(_LOCATED[format], __package__)
-    if format == "prototxt":
-        return build(msg, reader.parse(text, source), policy=policy, text=True, errors=errors)
-    return build(msg, reader.parse(text, source), policy=policy, errors=errors)
+    return build(msg, reader.parse(text, source), policy=policy, text=format == "prototxt", errors=errors)
 
 
 def serialize(msg: DistributedStrategy, format: str) -> str | bytes:

@@ -46,8 +46,8 @@ class _Plan(NamedTuple):
     inferable: tuple[Axis, ...]  # the axes with an (infer_value)
     order: str  # the (axis_order) field
     default_order: tuple[str, ...]  # its (allowed) values, outermost first
-    comm: tuple[_Comm, ...]  # the NCCLConfig fields with a (group) whose status is implemented
-    comm_by_configs: tuple[tuple[str, tuple[_Comm, ...]], ...]  # `comm` by HybridConfig message, in order
+    # The NCCLConfig fields with a (group) whose status is implemented, by HybridConfig message, in order.
+    comm_by_configs: tuple[tuple[str, tuple[_Comm, ...]], ...]
 
 
 @functools.cache
@@ -69,7 +69,7 @@ def plan() -> _Plan:
     names = tuple(a.field for a in axes)
     by_configs = {c.configs: tuple(d for d in comm if d.configs == c.configs) for c in comm}
     return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), tuple(a for a in axes if a.infer is not None),
-                 order.name, default, comm, tuple(by_configs.items()))
+                 order.name, default, tuple(by_configs.items()))
 
 
 def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:

@@ -199,19 +199,21 @@ def _group(hybrid: str, f: FieldDescriptor) -> _Group:
     dependent = tuple(flag for flag in bools if flag.requires)
     return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools, dependent,
                   tuple(flag for flag in bools if defaults[flag.name]), tuple(flag for flag in dependent if defaults[flag.name]),
-                  f"{hybrid}.{f.name}.", tuple(flag.setting for flag in flags), _getter(tuple(flag.name for flag in flags)))
+                  f"{hybrid}.{f.name}.", tuple(flag.setting for flag in flags),
+                  _getter(operator.itemgetter, tuple(flag.name for flag in flags)))
 
 
-def _getter(names: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    """dict -> the values of `names` as a tuple, in one call (itemgetter gives a bare value for one name)."""
-    if len(names) == 1:
-        name = names[0]
+def _getter(make: Callable[..., Callable[[Any], Any]], names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """`make(*names)` (operator.itemgetter or attrgetter) that always gives a tuple, in one call: those give a bare
+    value for one name and take none."""
+    if len(names) > 1:
+        return make(*names)
+    get = make(names[0]) if names else None
 
-        def one(d: dict[str, Any]) -> tuple[Any, ...]:
-            return (d[name],)
+    def few(x: Any) -> tuple[Any, ...]:
+        return () if get is None else (get(x),)
 
-        return one
-    return operator.itemgetter(*names)
+    return few
 
 
 def _flags(desc: Any) -> tuple[_Flag, ...]:
@@ -313,7 +315,7 @@ def _reader(settings: Any, desc: Any) -> _Reader:
         fields_ = desc.fields_by_name
         taken = [fields_[name] for name in settings._fields if name in fields_]
         names = tuple(f.name for f in taken if not f.is_repeated and f.cpp_type != FieldDescriptor.CPPTYPE_FLOAT)
-        getter = operator.attrgetter(*names) if len(names) > 1 else (lambda m, n=names: tuple(getattr(m, k) for k in n))
+        getter = _getter(operator.attrgetter, names)
         floats = tuple((f.name, _spelled(f.default_value)) for f in taken
                        if not f.is_repeated and f.cpp_type == FieldDescriptor.CPPTYPE_FLOAT)
         lists = tuple(f.name for f in taken if f.is_repeated)
