@@ -104,6 +104,19 @@ def test_yaml_alias_bomb_fails_fast_with_bounded_memory():
         lines.append(f"{chr(97 + i)}: &{chr(97 + i)} [" + ",".join(f"*{chr(96 + i)}" for _ in range(10)) + "]")
     seconds, peak = bounded(lambda: strategy.loads("\n".join(lines), format="yaml"))
     assert seconds < 2 and peak < 64 << 20
+    with pytest.raises(strategy.StrategyError, match=r"^<string>:1:24: more than 100000 values \(after expanding aliases\)"):
+        strategy.loads("\n".join(lines), format="yaml")  # the node where the expansion crosses the limit
+
+
+def test_yaml_aliases_read_as_their_expansion():
+    aliased = "amp_configs:\n  custom_white_list: &ops [matmul, gelu]\n  custom_black_list: *ops\n"
+    expanded = "amp_configs:\n  custom_white_list: [matmul, gelu]\n  custom_black_list: [matmul, gelu]\n"
+    assert strategy.loads(aliased, format="yaml") == strategy.loads(expanded, format="yaml")
+
+
+def test_yaml_escape_past_the_last_code_point_is_a_located_error():
+    with pytest.raises(strategy.StrategyError, match=r"^<string>:3:8: invalid escape in a quoted string .* up to 0010FFFF"):
+        strategy.loads('recompute_configs:\n  checkpoints:\n  - "\\U10010000"\n', format="yaml")
 
 
 def test_binary_with_a_giant_length_prefix_fails_fast():

@@ -32,14 +32,37 @@ def _where(node: yaml.Node, source: str) -> Location:
 
 
 class _Converter:
+    """Turns PyYAML's node graph into the located tree. An alias is the anchored node itself, so a
+    collection met again is reused from `built` (its size and height counted against the limits as
+    if expanded) instead of being converted again: an alias bomb costs its distinct nodes, not its
+    expansion. A reuse that would cross a limit walks the subtree, so the error names the same node."""
+
     def __init__(self, source: str) -> None:
         self.source = source
         self.loader = yaml.constructor.SafeConstructor()  # builds scalars only: no reader or scanner needed
         self.count = 0
+        self.reach = 0  # deepest level converted so far
+        self.built: dict[int, tuple[Node, int, int]] = {}  # id(collection node) -> (tree, values, levels below)
 
     def convert(self, node: yaml.Node, depth: int, path: str = "") -> Node:
+        if isinstance(node, yaml.ScalarNode):
+            return self._convert(node, depth, path)
+        seen = self.built.get(id(node))
+        if seen is not None and self.count + seen[1] <= MAX_NODES and depth + seen[2] <= MAX_DEPTH:
+            self.count += seen[1]
+            self.reach = max(self.reach, depth + seen[2])
+            return seen[0]
+        count, reach = self.count, self.reach
+        self.reach = depth
+        tree = self._convert(node, depth, path)
+        self.built[id(node)] = (tree, self.count - count, self.reach - depth)
+        self.reach = max(reach, self.reach)
+        return tree
+
+    def _convert(self, node: yaml.Node, depth: int, path: str) -> Node:
         where = _where(node, self.source)
         self.count += 1
+        self.reach = max(self.reach, depth)
         if self.count > MAX_NODES:
             raise StrategyError.at(where, f"more than {MAX_NODES} values (after expanding aliases)")
         if depth > MAX_DEPTH:
@@ -79,8 +102,10 @@ def parse(text: str, source: str = "<string>") -> Node:
             return Scalar(None, Location(source, 1, 1)) if root is None else _Converter(source).convert(root, 0)
         except (yaml.YAMLError, StrategyError, RecursionError, ValueError):
             pass  # the pure-Python reader below reports it, in its words
+    loader = None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = yaml.SafeLoader(text)  # its reader already refuses unprintable characters
+        root = loader.get_single_node()
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         message = " ".join(p for p in (e.context, e.problem) if p) or "invalid YAML"
@@ -91,6 +116,15 @@ def parse(text: str, source: str = "<string>") -> Node:
         raise StrategyError(f"invalid YAML: {e}", source=source) from None
     except RecursionError:  # PyYAML's composer recurses once per nesting level
         raise StrategyError(f"nesting deeper than {MAX_DEPTH} levels", source=source) from None
+    except ValueError as e:  # PyYAML's scanner turns an escape past U+10FFFF (e.g. "\\U10010000") into chr()'s error
+        if loader is None:
+            raise StrategyError(f"invalid YAML: {e}", source=source) from None
+        mark = loader.get_mark()  # the reader stops at the escape's digits
+        raise StrategyError(f"invalid escape in a quoted string ({e}); a \\U escape names a code point up to 0010FFFF",
+                            source=source, line=mark.line + 1, column=mark.column + 1) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     if root is None:
         return Scalar(None, Location(source, 1, 1))
     return _Converter(source).convert(root, 0)
