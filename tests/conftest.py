@@ -5,6 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
+
+# Hypothesis's explain phase traces every line it runs (sys.settrace, on Python < 3.12): a failure found late in
+# a property test was cut off mid-trace by the test's timeout, with the tracer left on for the tests after it.
+# Without it a failure is still shrunk and reported with its example.
+settings.register_profile("suite", phases=tuple(p for p in Phase if p is not Phase.explain))
+settings.load_profile("suite")
 
 ROOT = Path(__file__).resolve().parent.parent
 PADDLE_FIXTURES = ROOT.parent / "shared" / "fixtures" / "paddle"
