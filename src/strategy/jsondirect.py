@@ -51,7 +51,7 @@ def fill(msg: Message, text: str, source: str) -> tuple[Positions, list[tuple[st
         broken = checks.broken()
     except (GiveUp, ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
         return None
-    return Positions(lambda: locate(text, source, msg.DESCRIPTOR)), broken
+    return Positions(lambda: locate(text, source, msg.DESCRIPTOR, document)), broken
 
 
 def _fill(msg: Message, pairs: tuple[tuple[str, Any], ...], prefix: str, checks: Checks) -> None:

@@ -1,8 +1,10 @@
 """Where each field of a JSON document the direct reader filled was set, found when first asked.
 
-The document is known good by then (it decoded, and every key named a field), so one pass over its tokens records
-what the builder would: each key's position under its field's dotted path, and each item of a repeated field's
-list (a lone value: the key's).
+The document is known good by then (it decoded, and every key named a field), so one pass records what the builder
+would: each key's position under its field's dotted path, and each item of a repeated field's list (a lone value:
+the key's). A document without a backslash (what protobuf, Paddle and json.dumps write) holds no escaped quote, so
+its strings, objects and lists open in the text in the order of its decoded pairs: each is found with str.find
+from the last. Any other document is lexed token by token.
 """
 
 from __future__ import annotations
@@ -27,9 +29,79 @@ _scan = json.decoder.scanstring  # type: ignore[attr-defined]
 _new = tuple.__new__
 
 
-def locate(text: str, source: str, root: Descriptor) -> Iterator[tuple[str, Location]]:
+def locate(text: str, source: str, root: Descriptor, document: tuple[tuple[str, Any], ...]) -> Iterator[tuple[str, Location]]:
     """Each set field's dotted path and location in `text`, a document the direct reader filled a `root` message
-    from, in document order (each path once): a caller after one path reads only as far as it."""
+    from (`document`: as decoded, objects as tuples of pairs), in document order (each path once): a caller after
+    one path reads only as far as it."""
+    if "\\" in text:
+        return _lexed(text, source, root)
+    return _in_order(text, source, root, document)
+
+
+def _in_order(text: str, source: str, root: Descriptor, document: tuple[tuple[str, Any], ...]) -> Iterator[tuple[str, Location]]:
+    """`locate` for a document without escapes: every quote delimits a string, so `"name"` found from the last
+    position is the next key (or string value) of the decoded document, and `{` / `[` the next object or list.
+    One loop over a stack of open objects and message lists (this runs on every warning a JSON file gives)."""
+    count, rfind, find = text.count, text.rfind, text.find
+    at = find("{") + 1
+    # Open containers, innermost last: an object's (pairs left, field names, prefix), or a message list's
+    # (items left, item type's field names, path).
+    stack: list[tuple[Iterator[Any], dict[str, Slot], str, bool]] = [(iter(document), fields(root, True), "", False)]
+    while stack:
+        left, names, prefix, in_list = stack[-1]
+        if in_list:  # the next message of a list
+            for k, item in left:
+                at = find("{", at)
+                yield f"{prefix}[{k}]", _new(Location, (source, count("\n", 0, at) + 1, at - rfind("\n", 0, at)))
+                at += 1
+                stack.append((iter(item), names, f"{prefix}[{k}].", False))
+                break
+            else:
+                stack.pop()
+            continue
+        for key, value in left:
+            slot = names[key]
+            path = prefix + slot.name
+            key_at = find(f'"{key}"', at)
+            at = key_at + len(key) + 2
+            here = _new(Location, (source, count("\n", 0, key_at) + 1, key_at - rfind("\n", 0, key_at)))
+            yield path, here
+            if value is None:
+                continue  # not set
+            kind = type(value)
+            if slot.repeated:
+                if kind is list:
+                    at = find("[", at) + 1
+                    if slot.message is not None:
+                        stack.append((enumerate(value), fields(slot.message, True), path, True))
+                        break
+                    for k, item in enumerate(value):
+                        if type(item) is str:
+                            at = find(f'"{item}"', at)
+                            start, at = at, at + len(item) + 2
+                        else:  # a number, true, false or null: after the `[` or the `,` before it
+                            start = _ITEM_GAP.match(text, at).end()  # type: ignore[union-attr]  # matches "" too
+                            at = _SCALAR.match(text, start).end()  # type: ignore[union-attr]  # the decoder read one
+                        yield f"{path}[{k}]", _new(Location, (source, count("\n", 0, start) + 1, start - rfind("\n", 0, start)))
+                    continue
+                yield f"{path}[0]", here  # a lone value: the list's one item, at the key
+                path += "[0]"
+            if kind is tuple:
+                at = find("{", at) + 1
+                stack.append((iter(value), fields(slot.message, True), path + ".", False))  # type: ignore[arg-type]
+                break
+            if kind is str:
+                at = find(f'"{value}"', at) + len(value) + 2
+        else:
+            stack.pop()
+
+
+_ITEM_GAP = re.compile(r"[ \t\n\r,]*")
+_SCALAR = re.compile(r"[^ \t\n\r,\]]+")
+
+
+def _lexed(text: str, source: str, root: Descriptor) -> Iterator[tuple[str, Location]]:
+    """`locate` for any document, one token at a time."""
     count, rfind = text.count, text.rfind
 
     def where(offset: int) -> Location:  # counted in C, for the few offsets recorded
