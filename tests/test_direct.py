@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import strategy
 from conftest import PADDLE_FILES
 from strategies import messages
-from strategy import formats, jsondirect, rules, textdirect, yamldirect
+from strategy import formats, jsondirect, jsonlocate, rules, textdirect, yamldirect
 from strategy.direct import Positions
 from strategy.errors import StrategyError
 
@@ -215,6 +215,17 @@ def test_direct_yaml_agrees_with_the_located_path_or_steps_aside(text):
 @given(st.lists(st.tuples(_NAMES, _JSON_VALUES), max_size=5))
 def test_direct_json_agrees_with_the_located_path_or_steps_aside(pairs):
     assert _agrees(_render(("pairs", pairs)), "json")
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages(), st.sampled_from([None, 2]), st.booleans())
+def test_json_located_in_decoded_order_as_token_by_token(msg, indent, compact):
+    """Without escapes, JSON positions come from the decoded pairs' order (str.find): the same as lexing it."""
+    text = json.dumps(strategy.to_dict(msg), indent=indent, separators=(",", ":") if compact else None)
+    if "\\" in text or jsondirect.fill(strategy.DistributedStrategy(), text, "<t>") is None:
+        return
+    root = strategy.DistributedStrategy.DESCRIPTOR
+    assert list(jsonlocate.locate(text, "<t>", root, jsondirect._decode(text))) == list(jsonlocate._lexed(text, "<t>", root))
 
 
 @settings(max_examples=300, deadline=None)
