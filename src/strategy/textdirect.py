@@ -12,7 +12,7 @@ from .direct import Checks, GiveUp, Slot, assign, fields
 from .errors import Location
 from .limits import MAX_DEPTH, MAX_NODES
 from .textfast import BOOLS as _BOOLS
-from .textfast import LINE, LONGEST_LINE, LONGEST_NUMBER as _LONGEST_NUMBER, NONE, STRIP, line_value
+from .textfast import LINES, LONGEST_LINE, LONGEST_NUMBER as _LONGEST_NUMBER, NONE, line_value
 
 __all__ = ["fill"]
 
@@ -23,22 +23,20 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
     when the located reader must read it."""
     if len(text) >= MAX_NODES:  # fewer characters than the node limit: never too many values
         return None
-    match = LINE.fullmatch
+    if len(text) > LONGEST_LINE and max(map(len, text.split("\n"))) > LONGEST_LINE:
+        return None  # the located path reads long lines token by token
+    lines = LINES.findall(text)  # a tuple of strings a line ("" for a part it lacks), while every line is one
+    if len(lines) != text.count("\n") + 1:
+        return None
     names = fields(msg.DESCRIPTOR, False)
     prefix = ""
     stack: list[tuple[Message, dict[str, Slot], str]] = []
     positions: dict[str, Location] = {}  # also what each message has set so far: its fields' paths
     checks = Checks()
-    long_lines = len(text) > LONGEST_LINE
     try:
-        for number, line in enumerate(text.split("\n"), 1):
-            body = line.lstrip(STRIP)
-            m = None if long_lines and len(line) > LONGEST_LINE else match(body.rstrip(STRIP))
-            if m is None:
-                return None
-            name, raw, opened, bare_open, closed = m.groups()
-            if name is None:
-                if closed is not None:
+        for number, (indent, name, raw, opened, bare_open, closed) in enumerate(lines, 1):
+            if not name:
+                if closed:
                     if not stack:
                         return None
                     msg, names, prefix = stack.pop()
@@ -47,7 +45,7 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
             path = prefix + name
             if slot is None or (path in positions and not slot.repeated):
                 return None  # unknown, or set twice: the located reader says so
-            where = positions[path] = _new(Location, (source, number, len(line) - len(body) + 1))
+            where = positions[path] = _new(Location, (source, number, len(indent) + 1))
             if slot.repeated:
                 path = f"{path}[{len(getattr(msg, name))}]"
                 positions[path] = where

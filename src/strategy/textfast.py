@@ -31,13 +31,16 @@ _new = tuple.__new__
 _S = r"[ \t\r\f\v]*"  # the lexer's whitespace, less the newline
 _NUMBER = r"-?[0-9][A-Za-z0-9_.]*(?:[eE][+-][A-Za-z0-9_.]*)?"  # a superset of the lexer's: `_scalar` decides
 _WORD = r"[A-Za-z_][A-Za-z0-9_]*"
-LINE = re.compile(
+_STATEMENT = (
     "(?:(" + _WORD + ")" + _S  # 1: the field's name
     + "(?::" + _S + "(?:(" + _NUMBER + r"""|"[^"\\]*"|'[^'\\]*'|""" + _WORD + r")|(\{))"  # 2: its value, 3: {
     + r"|(\{))"  # 4: a message opens without a colon
     + r"|(\}))?"  # 5: a message closes
-    + "(?:" + _S + "#.*)?"
 )
+LINE = re.compile(_STATEMENT + "(?:" + _S + "#.*)?")
+# Every line of a text at once (findall: one tuple a line, when each line is one): its indent, then LINE's groups.
+# The whitespace runs are possessive, so a line that fails fails without backtracking over them.
+LINES = re.compile(r"^([ \t\r\f\v]*+)" + _STATEMENT + r"[ \t\r\f\v]*+(?:#.*)?$", re.MULTILINE)
 STRIP = " \t\r\f\v"
 LONGEST_LINE = 1000  # longer lines take the token path
 LONGEST_NUMBER = 400  # longer literals are the full parser's (its limits and escaping rules)
