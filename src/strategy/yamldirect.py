@@ -27,9 +27,12 @@ __all__ = ["fill"]
 # key and its value); then a comment or nothing.
 _VALUE = r"""\{\}|\[\]|'[ -&(-~]*'|"[ !#-\[\]-~]*"|(?:[A-Za-z0-9_.+~]|-(?=[0-9]))[A-Za-z0-9_.+\-]*"""
 _KEY = r"([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(" + _VALUE + r"))?"  # a key, its value
-_END = r"(?:[ ]+#.*|[ ]*)"
-_KEY_LINE = re.compile(_KEY + _END)
-_ITEM_LINE = re.compile(r"(-[ ]+)(?:(" + _VALUE + r")|" + _KEY + r")" + _END)  # its dash, a scalar or a key
+_END = r"(?:[ ]++#.*|[ ]*+)$"
+# Every line at once (findall: one tuple a line, when each line is one): its indent, then a comment or nothing, or
+# an item (its dash, then a scalar or a key and its value), or a key and its value. Spaces runs are possessive, so a
+# line that fails fails without backtracking over them.
+_LINES = re.compile(r"^([ ]*+)(?:#.*$|(-[ ]++)(?:(" + _VALUE + r")|" + _KEY + r")" + _END + "|" + _KEY + _END + "|$)",
+                    re.MULTILINE)
 _BOOLS = {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
 _BOOLS.update({w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")})
 _NULLS = {"~", "null", "Null", "NULL"}
@@ -101,45 +104,38 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
 
 
 def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Location] | None:
-    key_line, item_line = _KEY_LINE.fullmatch, _ITEM_LINE.fullmatch
+    lines = _LINES.findall(text)  # a tuple of strings a line ("" for a part it lacks), while every line is one
+    if len(lines) != text.count("\n") + 1:
+        return None  # a scalar alone on its line (a continued value), flow style, a tag ...
     levels = [_Level(0, root, "")]
     opener: tuple[Slot, int, str] | None = None  # `key:` awaiting its block: field, key's indent, path
     positions: dict[str, Location] = {}
-    for number, line in enumerate(text.split("\n"), 1):
-        body = line.lstrip(" ")
-        if not body or body[0] == "#":
-            continue
-        if body[0] == "-":
-            m = item_line(body)
-            if m is None:
-                return None
-            dash, item, key, raw = m.groups()
-        else:
-            m = key_line(body)
-            if m is None:
-                return None  # a scalar alone on its line (a continued value), flow style, a tag ...
-            dash = item = None
-            key, raw = m.groups()
-        indent = len(line) - len(body)
+    for number, (spaces, dash, item, item_key, item_raw, key, raw) in enumerate(lines, 1):
+        if not dash:
+            if not key:
+                continue  # blank, or a comment
+        elif not item:
+            key, raw = item_key, item_raw
+        indent = len(spaces)
         if opener is not None:
             slot, at, path = opener
             opener = None
             parent = levels[-1]
-            if dash is not None and indent >= at and slot.repeated:
+            if dash and indent >= at and slot.repeated:
                 levels.append(_Level(indent, parent.msg, path, slot))  # a sequence, indented or not
-            elif dash is None and indent > at and slot.message is not None and not slot.repeated:
+            elif not dash and indent > at and slot.message is not None and not slot.repeated:
                 child = getattr(parent.msg, slot.name)
                 child.SetInParent()
                 levels.append(_Level(indent, child, path + "."))
             else:
                 return None  # a null value, or a block the field cannot take: the located reader says which
         level = levels[-1]
-        if indent != level.indent or (dash is None) != (level.slot is None):
-            while indent < levels[-1].indent or (dash is None and levels[-1].slot is not None
+        if indent != level.indent or (not dash) != (level.slot is None):
+            while indent < levels[-1].indent or (not dash and levels[-1].slot is not None
                                                  and indent == levels[-1].indent):
                 levels.pop()  # dedented; or a key after a sequence written at its key's indent
             level = levels[-1]
-            if indent != level.indent or (dash is None) != (level.slot is None):
+            if indent != level.indent or (not dash) != (level.slot is None):
                 return None  # not a level's indent; an item where a key belongs, or a key where an item does
         if level.slot is not None:
             slot, target = level.slot, getattr(level.msg, level.slot.name)
@@ -148,7 +144,7 @@ def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Lo
             positions[here] = _new(Location, (source, number, indent + 1))
             if slot.checked:
                 checks.seen(level.msg, slot, "")  # a list: checked once read
-            if item is not None:
+            if item:
                 if slot.message is None:
                     assign(level.msg, slot, _scalar(item), False)
                 elif _scalar(item) == ():
@@ -167,7 +163,7 @@ def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Lo
         if path in positions:
             return None  # set twice (by its name and its JSON name, say): the located reader says so
         where = positions[path] = _new(Location, (source, number, indent + 1))
-        if raw is None:
+        if not raw:
             opener = (named, indent, path)
             continue
         value: Any
