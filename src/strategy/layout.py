@@ -226,7 +226,7 @@ def env_any(names: tuple[str, ...]) -> bool:
     keys = _ENV_KEY_SETS.get(names)
     if keys is None:
         keys = _ENV_KEY_SETS[names] = frozenset(encode(name) for name in names)
-    return not keys.isdisjoint(data)
+    return not data.keys().isdisjoint(keys)  # a view's isdisjoint walks the smaller side: the few names
 
 
 def _env_world_size() -> int | None:

@@ -128,9 +128,9 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     types = _types()
     nccl = layout.nccl(hybrid, degrees, notes)
     mp_group = plan.mp_group
-    mp = types.mp(**dict(zip(mp_group.settings, mp_group.values(effective[plan.mp]))))
+    mp = types.mp(**effective[plan.mp])
     sharding_flags = effective[plan.sharding]
-    sharding = types.sharding(**{k: sharding_flags[name] for k, name in types.sharding_fields})
+    sharding = types.sharding(**{k: sharding_flags[k] for k in types.sharding_fields})
     active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
@@ -145,6 +145,7 @@ class _Flag(NamedTuple):
     setting: str  # the settings attribute: the field name without an `mp_` prefix
     is_bool: bool
     requires: str | None
+    requires_setting: str | None  # the settings attribute of the flag it requires
 
 
 class _Group(NamedTuple):
@@ -153,14 +154,13 @@ class _Group(NamedTuple):
     configs: str  # the message field: "mp_configs"
     gate: str | None  # its (active_when_parallel) degree
     flags: tuple[_Flag, ...]  # its implemented scalar fields, each after the flag it requires
-    defaults: dict[str, Any]  # each flag's default value: what a file that leaves it out gets
+    defaults: dict[str, Any]  # each flag's default value by its settings attribute: what a file that leaves it out gets
     bools: tuple[_Flag, ...]  # the bool flags, in `flags`' order: gated off while the degree is 1
     dependent: tuple[_Flag, ...]  # the bool flags that require another, in `flags`' order
     bools_on: tuple[_Flag, ...]  # of `bools`, those on by default: all a file that leaves the message out can gate
     dependent_on: tuple[_Flag, ...]  # of `dependent`, those on by default
     prefix: str  # "hybrid_configs.mp_configs."
-    settings: tuple[str, ...]  # each flag's settings attribute, in `flags`' order
-    values: Callable[[dict[str, Any]], tuple[Any, ...]]  # the flags' effective values, in `flags`' order, in one call
+    setting_of: dict[str, str]  # each flag's settings attribute by its field name
 
 
 class _Plan(NamedTuple):
@@ -194,13 +194,12 @@ def _plan() -> _Plan:
 
 def _group(hybrid: str, f: FieldDescriptor) -> _Group:
     flags = _flags(f.message_type)
-    defaults = {flag.name: f.message_type.fields_by_name[flag.name].default_value for flag in flags}
+    defaults = {flag.setting: f.message_type.fields_by_name[flag.name].default_value for flag in flags}
     bools = tuple(flag for flag in flags if flag.is_bool)
     dependent = tuple(flag for flag in bools if flag.requires)
     return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools, dependent,
-                  tuple(flag for flag in bools if defaults[flag.name]), tuple(flag for flag in dependent if defaults[flag.name]),
-                  f"{hybrid}.{f.name}.", tuple(flag.setting for flag in flags),
-                  _getter(operator.itemgetter, tuple(flag.name for flag in flags)))
+                  tuple(flag for flag in bools if defaults[flag.setting]), tuple(flag for flag in dependent if defaults[flag.setting]),
+                  f"{hybrid}.{f.name}.", {flag.name: flag.setting for flag in flags})
 
 
 def _getter(make: Callable[..., Callable[[Any], Any]], names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -219,9 +218,11 @@ def _getter(make: Callable[..., Callable[[Any], Any]], names: tuple[str, ...]) -
 def _flags(desc: Any) -> tuple[_Flag, ...]:
     """A message's implemented scalar fields in topological order: each flag after the flag it requires."""
     pending = [
-        _Flag(f.name, f.name.removeprefix("mp_"), f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, schema.option(f, "requires"))
+        _Flag(f.name, f.name.removeprefix("mp_"), f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, requires,
+              requires.removeprefix("mp_") if requires else None)
         for f in desc.fields
         if f.message_type is None and schema.option(f, "support") == IMPLEMENTED
+        for requires in [schema.option(f, "requires")]
     ]
     flags: list[_Flag] = []
     while pending:
@@ -235,32 +236,34 @@ def _flags(desc: Any) -> tuple[_Flag, ...]:
 
 def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str],
            reasons: dict[str, str]) -> dict[str, Any]:
-    """Each flag's effective value: a bool is off when the group's degree is 1, or when the flag it requires is
-    effectively off (noted when the file set it); other values as the file gives them. Reads only what the file
-    set (the defaults come from the schema)."""
+    """Each flag's effective value by its settings attribute: a bool is off when the group's degree is 1, or when
+    the flag it requires is effectively off (noted when the file set it); other values as the file gives them. Reads
+    only what the file set (the defaults come from the schema)."""
     gate_degree = degrees[group.gate] if group.gate is not None else None
     active = gate_degree is None or gate_degree > 1
     effective = dict(group.defaults)
     if hybrid.HasField(group.configs):
         config = getattr(hybrid, group.configs)
+        setting_of = group.setting_of
         for f, value in config.ListFields():
-            if f.name in effective:
-                effective[f.name] = value
+            setting = setting_of.get(f.name)
+            if setting is not None:
+                effective[setting] = value
         candidates = group.dependent if active else group.bools
     else:
         config = None  # all defaults: only the flags on by default can be gated off
         candidates = group.dependent_on if active else group.bools_on
     prefix = group.prefix
     for flag in candidates:  # ordered so that a flag comes after the one it requires
-        if not effective[flag.name]:
+        if not effective[flag.setting]:
             continue
         if not active:
             reason = f"{group.gate} is {gate_degree}"
-        elif not effective[flag.requires]:  # type: ignore[index]  # `dependent` flags have one
+        elif not effective[flag.requires_setting]:  # type: ignore[index]  # `dependent` flags have one
             reason = f"requires {prefix}{flag.requires}: true"
         else:
             continue
-        effective[flag.name] = False
+        effective[flag.setting] = False
         reasons[prefix + flag.name] = reason
         if config is not None and config.HasField(flag.name):
             notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
@@ -340,7 +343,7 @@ class _Types(NamedTuple):
     amp: Any
     recompute: Any
     training: tuple[tuple[str, str, Any], ...]  # (switch, its configs message field, its settings type)
-    sharding_fields: tuple[tuple[str, str], ...]  # (ShardingSettings field, its flag) for each it takes
+    sharding_fields: tuple[str, ...]  # the sharding flags' settings attributes ShardingSettings has a field for
     no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
 
 
@@ -356,13 +359,12 @@ def _types() -> _Types:
                   _taken(ShardingSettings), PipelineSettings())
 
 
-def _taken(settings: Any) -> tuple[tuple[str, str], ...]:
-    """(settings field, flag) for each sharding flag the settings type has a field for."""
+def _taken(settings: Any) -> tuple[str, ...]:
+    """The sharding flags' settings attributes the settings type has a field for."""
     import dataclasses
 
     names = {f.name for f in dataclasses.fields(settings)}
-    group = _plan().sharding_group
-    return tuple((setting, flag.name) for setting, flag in zip(group.settings, group.flags) if setting in names)
+    return tuple(flag.setting for flag in _plan().sharding_group.flags if flag.setting in names)
 
 
 def _amp_dtype(configs: Any, notes: list[str]) -> dict[str, Any]:
