@@ -5,8 +5,10 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
 
 import strategy
+from strategies import messages
 from strategy import StrategyError
 
 
@@ -248,3 +250,31 @@ def test_nccl_config_of_an_axis_of_degree_1_is_noted_not_applied():
     assert r.nccl == {}
     assert "hybrid_configs.sep_configs.nccl_config.commName is set but has no effect: hybrid_configs.sep_degree is 1." in r.notes
     assert "hybrid_configs.pp_configs.p2p_nccl_config.commName is set but has no effect: hybrid_configs.pp_degree is 1." in r.notes
+
+
+def _descriptors(desc, seen):
+    if desc not in seen:
+        seen.add(desc)
+        for f in desc.fields:
+            if f.message_type is not None:
+                _descriptors(f.message_type, seen)
+    return seen
+
+
+@settings(max_examples=200, deadline=None)
+@given(messages())
+def test_the_review_asking_only_loud_fields_says_what_the_full_walk_says(msg):
+    """An active, implemented message of a type with few fields that can say anything is asked only for those."""
+    from strategy import support
+
+    def said(review):
+        return review.notes, review.effects, [(f.path, str(f.error)) for f in review.unsupported]
+
+    shortcut = said(support.review(msg))
+    saved = dict(support._LOUD)
+    support._LOUD.update(dict.fromkeys(_descriptors(msg.DESCRIPTOR, set()), None))  # None: list every set field
+    try:
+        assert said(support.review(msg)) == shortcut
+    finally:
+        support._LOUD.clear()
+        support._LOUD.update(saved)

@@ -111,7 +111,14 @@ def review(msg: Message, *, positions: Mapping[str, Location] | None = None, sou
 def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
           positions: Mapping[str, Location], source: str | None, out: Review) -> None:
     """`inherited`: the nearest status above `msg` that is not IMPLEMENTED (the status of its implemented fields)."""
-    for f, value in msg.ListFields():
+    loud = None if inactive is not None or inherited is not _IMPLEMENTED else _LOUD.get(msg.DESCRIPTOR, _UNKNOWN_LOUD)
+    if loud is _UNKNOWN_LOUD:
+        loud = _LOUD[msg.DESCRIPTOR] = _loud(msg.DESCRIPTOR)
+    if loud is None:
+        listed = msg.ListFields()
+    else:  # an active, implemented message of a type with few fields to say anything about: ask only for those
+        listed = [(f, getattr(msg, f.name)) for f in loud if (len(getattr(msg, f.name)) if f.is_repeated else msg.HasField(f.name))]
+    for f, value in listed:
         facts = _FACTS.get(f) or _facts(f)
         if facts.quiet and inactive is None and inherited is _IMPLEMENTED:
             continue
@@ -144,6 +151,30 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
             where = positions.get(path) or positions.get(_unindexed(path)) or Location(source)
             text = f"{path} = {show(f, value)} is not implemented by this project; {st.hint}"
             out.unsupported.append(Finding(path, StrategyError.at(where, text, field=path)))
+
+
+_FEW = 4  # asking this many fields one by one costs about what listing the set ones does
+_LOUD: dict[Any, tuple[FieldDescriptor, ...] | None] = {}
+_UNKNOWN_LOUD: Any = object()
+
+
+def _loud(desc: Any) -> tuple[FieldDescriptor, ...] | None:
+    """The fields of `desc` the review may have something to say about while its message is active and implemented
+    (in field-number order, as ListFields gives them), or None when there are more than a few."""
+    loud = tuple(f for f in sorted(desc.fields, key=lambda f: f.number) if not _silent(f, set()))
+    return loud if len(loud) <= _FEW else None
+
+
+def _silent(f: FieldDescriptor, visiting: set[Any]) -> bool:
+    """Nothing set in `f` can give a note or a finding while its message is active and implemented: a quiet scalar,
+    or an implemented, ungated message field whose fields are all silent too."""
+    facts = _facts(f)
+    if f.message_type is None:
+        return facts.quiet
+    if facts.own is not _IMPLEMENTED or facts.gate_flag or facts.gate_degree or f.message_type in visiting:
+        return False
+    visiting.add(f.message_type)
+    return all(_silent(g, visiting) for g in f.message_type.fields)
 
 
 class _Gate(NamedTuple):
