@@ -274,14 +274,17 @@ def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
     """amp, gradient merge and recompute: each switch with its configs, read where the schema keeps them."""
     types = _types()
     out: dict[str, Any] = {}
-    for switch, configs, settings in types.training:
+    for switch, configs, settings, reader, unset in types.training:
         if not getattr(s, switch):
             continue
-        message = getattr(s, configs)
-        values = _reader(settings, message.DESCRIPTOR).read(message)
-        if settings is types.amp:
-            values.update(_amp_dtype(message, notes))
-        out[switch] = settings(**values)
+        if s.HasField(configs):
+            message = getattr(s, configs)
+            values = reader.read(message)
+            if settings is types.amp:
+                values.update(_amp_dtype(message, notes))
+            out[switch] = settings(**values)
+        else:
+            out[switch] = unset  # the configs left out: their defaults, the same settings every time
         if settings is types.recompute and not out[switch].checkpoints:
             notes.append(f"{switch} is on and {configs}.checkpoints names no modules: every block of the model is "
                          "recomputed (Hugging Face's _no_split_modules classes, else the children of its largest "
@@ -342,7 +345,8 @@ class _Types(NamedTuple):
     pipeline: Any
     amp: Any
     recompute: Any
-    training: tuple[tuple[str, str, Any], ...]  # (switch, its configs message field, its settings type)
+    # (switch, its configs message field, its settings type, how to read them, the settings when the configs are left out)
+    training: tuple[tuple[str, str, Any, _Reader, Any], ...]
     sharding_fields: tuple[str, ...]  # the sharding flags' settings attributes ShardingSettings has a field for
     no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
 
@@ -353,10 +357,20 @@ def _types() -> _Types:
     from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
                            ShardingSettings)
 
-    training = (("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
-                ("recompute", "recompute_configs", RecomputeSettings))
+    training = tuple(_training_entry(switch, configs, settings, settings is AmpSettings) for switch, configs, settings in (
+        ("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
+        ("recompute", "recompute_configs", RecomputeSettings)))
     return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
                   _taken(ShardingSettings), PipelineSettings())
+
+
+def _training_entry(switch: str, configs: str, settings: Any, amp: bool) -> tuple[str, str, Any, _Reader, Any]:
+    default = getattr(DistributedStrategy(), configs)
+    reader = _reader(settings, default.DESCRIPTOR)
+    values = reader.read(default)
+    if amp:
+        values.update(_amp_dtype(default, []))
+    return switch, configs, settings, reader, settings(**values)
 
 
 def _taken(settings: Any) -> tuple[str, ...]:
