@@ -278,3 +278,13 @@ def test_the_review_asking_only_loud_fields_says_what_the_full_walk_says(msg):
     finally:
         support._LOUD.clear()
         support._LOUD.update(saved)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_configs_left_out_resolve_as_empty_configs(degree):
+    """The settings built once for a group whose configs a file leaves out are those of an empty configs message."""
+    degrees = f"mp_degree: {degree} sharding_degree: {3 - degree}"
+    base = f"amp: true\nrecompute: true\nhybrid_configs {{ {degrees} }}\n"
+    empty = f"amp: true\nrecompute: true\nhybrid_configs {{ {degrees} mp_configs {{}} sharding_configs {{}} }}\namp_configs {{}}\nrecompute_configs {{}}\n"
+    left_out, given = strategy.resolve(strategy.loads(base)), strategy.resolve(strategy.loads(empty))
+    assert (left_out.mp, left_out.sharding, left_out.amp, left_out.recompute) == (given.mp, given.sharding, given.amp, given.recompute)

@@ -128,10 +128,14 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     types = _types()
     nccl = layout.nccl(hybrid, degrees, notes)
     mp_group = plan.mp_group
-    mp = types.mp(**effective[plan.mp])
-    sharding_flags = effective[plan.sharding]
-    sharding = types.sharding(**{k: sharding_flags[k] for k in types.sharding_fields})
     active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
+    # A group's configs left out: the settings of its defaults, gated or not, built once (`_Types`).
+    mp = types.mp(**effective[plan.mp]) if hybrid.HasField(plan.mp) else types.mp_unset[active]
+    if hybrid.HasField(plan.sharding):
+        sharding_flags = effective[plan.sharding]
+        sharding = types.sharding(**{k: sharding_flags[k] for k in types.sharding_fields})
+    else:
+        sharding = types.sharding_unset[degrees[plan.sharding_group.gate] > 1 if plan.sharding_group.gate else True]
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
@@ -349,6 +353,8 @@ class _Types(NamedTuple):
     training: tuple[tuple[str, str, Any, _Reader, Any], ...]
     sharding_fields: tuple[str, ...]  # the sharding flags' settings attributes ShardingSettings has a field for
     no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
+    mp_unset: tuple[Any, Any]  # MpSettings of a file without mp_configs: at mp_degree 1, and above
+    sharding_unset: tuple[Any, Any]  # ShardingSettings of a file without sharding_configs: at sharding_degree 1, and above
 
 
 @functools.cache
@@ -360,8 +366,18 @@ def _types() -> _Types:
     training = tuple(_training_entry(switch, configs, settings, settings is AmpSettings) for switch, configs, settings in (
         ("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
         ("recompute", "recompute_configs", RecomputeSettings)))
+    plan = _plan()
+    sharding_fields = _taken(ShardingSettings)
+    mp_unset = tuple(MpSettings(**_unset(plan.mp_group, degree)) for degree in (1, 2))
+    sharding_unset = tuple(ShardingSettings(**{k: flags[k] for k in sharding_fields})
+                           for flags in (_unset(plan.sharding_group, degree) for degree in (1, 2)))
     return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
-                  _taken(ShardingSettings), PipelineSettings())
+                  sharding_fields, PipelineSettings(), (mp_unset[0], mp_unset[1]), (sharding_unset[0], sharding_unset[1]))
+
+
+def _unset(group: _Group, degree: int) -> dict[str, Any]:
+    """The effective flags of a file that leaves `group`'s configs out, at this degree of its axis."""
+    return _gated(_plan(), group, HybridConfig(), {group.gate: degree} if group.gate else {}, [], {})
 
 
 def _training_entry(switch: str, configs: str, settings: Any, amp: bool) -> tuple[str, str, Any, _Reader, Any]:

@@ -29,7 +29,7 @@ _VALUE = r"""\{\}|\[\]|'[ -&(-~]*'|"[ !#-\[\]-~]*"|(?:[A-Za-z0-9_.+~]|-(?=[0-9])
 _KEY = r"([A-Za-z_][A-Za-z0-9_]*):(?:[ ]+(" + _VALUE + r"))?"  # a key, its value
 _END = r"(?:[ ]++#.*|[ ]*+)$"
 # Every line at once (findall: one tuple a line, when each line is one): its indent, then a comment or nothing, or
-# an item (its dash, then a scalar or a key and its value), or a key and its value. Spaces runs are possessive, so a
+# an item (its dash, then a scalar or a key and its value), or a key and its value. Space runs are possessive, so a
 # line that fails fails without backtracking over them.
 _LINES = re.compile(r"^([ ]*+)(?:#.*$|(-[ ]++)(?:(" + _VALUE + r")|" + _KEY + r")" + _END + "|" + _KEY + _END + "|$)",
                     re.MULTILINE)
