@@ -225,7 +225,7 @@ def test_json_located_in_decoded_order_as_token_by_token(msg, indent, compact):
     if "\\" in text or jsondirect.fill(strategy.DistributedStrategy(), text, "<t>") is None:
         return
     root = strategy.DistributedStrategy.DESCRIPTOR
-    assert list(jsonlocate.locate(text, "<t>", root, jsondirect._decode(text))) == list(jsonlocate._lexed(text, "<t>", root))
+    assert list(jsonlocate.locate(text, root, jsondirect._decode(text))) == list(jsonlocate._lexed(text, root))
 
 
 @settings(max_examples=300, deadline=None)

@@ -142,26 +142,27 @@ class Checks:
 class Positions(MutableMapping[str, Location]):
     """Where each field a document set came from, by dotted path, found when first asked (an error or a warning to
     point at, `strategy explain`), and only as far into the document as the path asked for: a directly read file
-    pays for locations only then.
+    pays for locations only then, and only for the paths asked for does an offset become a line and column.
 
-    `locate` gives (path, location) pairs in document order, each path once. Locations set later (--set overrides)
-    win over the document's, as in a dict.
+    `locate` gives (path, offset) pairs in document order, each path once; `where` turns an offset into its
+    Location. Locations set later (--set overrides) win over the document's, as in a dict.
     """
 
-    __slots__ = ("_added", "_locate", "_rest", "_table")
+    __slots__ = ("_added", "_locate", "_rest", "_table", "_where")
 
-    def __init__(self, locate: Callable[[], Iterator[tuple[str, Location]]]) -> None:
-        self._locate: Callable[[], Iterator[tuple[str, Location]]] | None = locate
-        self._rest: Iterator[tuple[str, Location]] | None = None  # what is not read yet
-        self._table: dict[str, Location] = {}  # what is
+    def __init__(self, locate: Callable[[], Iterator[tuple[str, int]]], where: Callable[[int], Location]) -> None:
+        self._locate: Callable[[], Iterator[tuple[str, int]]] | None = locate
+        self._where = where
+        self._rest: Iterator[tuple[str, int]] | None = None  # what is not read yet
+        self._table: dict[str, Location | int] = {}  # what is: an offset until asked for
         self._added: dict[str, Location] = {}
 
-    def _pending(self) -> Iterator[tuple[str, Location]] | None:
+    def _pending(self) -> Iterator[tuple[str, int]] | None:
         if self._locate is not None:
             self._rest, self._locate = self._locate(), None
         return self._rest
 
-    def _found(self) -> dict[str, Location]:
+    def _found(self) -> dict[str, Location | int]:
         """All of it."""
         rest = self._pending()
         if rest is not None:
@@ -175,13 +176,16 @@ class Positions(MutableMapping[str, Location]):
             return self._added[path]
         table = self._table
         if path not in table and (rest := self._pending()) is not None:
-            for found, where in rest:
-                table[found] = where
+            for found, offset in rest:
+                table[found] = offset
                 if found == path:
                     break
             else:
                 self._found()
-        return table[path]
+        where = table[path]
+        if where.__class__ is int:
+            where = table[path] = self._where(where)  # type: ignore[arg-type]
+        return where  # type: ignore[return-value]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._found())

@@ -14,7 +14,7 @@ from typing import Any
 from google.protobuf.message import Message
 
 from .direct import Checks, GiveUp, Positions, assign, fields
-from .jsonlocate import locate
+from .jsonlocate import locate, location_of
 from .limits import MAX_NODES
 
 __all__ = ["fill"]
@@ -51,7 +51,7 @@ def fill(msg: Message, text: str, source: str) -> tuple[Positions, list[tuple[st
         broken = checks.broken()
     except (GiveUp, ValueError, RecursionError):  # json.JSONDecodeError is a ValueError
         return None
-    return Positions(lambda: locate(text, source, msg.DESCRIPTOR, document)), broken
+    return Positions(lambda: locate(text, msg.DESCRIPTOR, document), location_of(text, source)), broken
 
 
 def _fill(msg: Message, pairs: tuple[tuple[str, Any], ...], prefix: str, checks: Checks) -> None:

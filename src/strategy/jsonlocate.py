@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json.decoder
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from google.protobuf.descriptor import Descriptor
@@ -19,7 +19,7 @@ from google.protobuf.descriptor import Descriptor
 from .direct import Slot, fields
 from .errors import Location
 
-__all__ = ["locate"]
+__all__ = ["locate", "location_of"]
 
 # Each token with the whitespace, colons and commas before it (findall then yields plain pairs, the fastest way to
 # lex in Python; in a known good document the order of keys and values says which is which): strings whole,
@@ -29,20 +29,30 @@ _scan = json.decoder.scanstring  # type: ignore[attr-defined]
 _new = tuple.__new__
 
 
-def locate(text: str, source: str, root: Descriptor, document: tuple[tuple[str, Any], ...]) -> Iterator[tuple[str, Location]]:
-    """Each set field's dotted path and location in `text`, a document the direct reader filled a `root` message
+def locate(text: str, root: Descriptor, document: tuple[tuple[str, Any], ...]) -> Iterator[tuple[str, int]]:
+    """Each set field's dotted path and offset in `text`, a document the direct reader filled a `root` message
     from (`document`: as decoded, objects as tuples of pairs), in document order (each path once): a caller after
     one path reads only as far as it."""
     if "\\" in text:
-        return _lexed(text, source, root)
-    return _in_order(text, source, root, document)
+        return _lexed(text, root)
+    return _in_order(text, root, document)
 
 
-def _in_order(text: str, source: str, root: Descriptor, document: tuple[tuple[str, Any], ...]) -> Iterator[tuple[str, Location]]:
+def location_of(text: str, source: str) -> Callable[[int], Location]:
+    """Offset in `text` -> its Location (line and column counted in C)."""
+    count, rfind = text.count, text.rfind
+
+    def where(offset: int) -> Location:
+        return _new(Location, (source, count("\n", 0, offset) + 1, offset - rfind("\n", 0, offset)))
+
+    return where
+
+
+def _in_order(text: str, root: Descriptor, document: tuple[tuple[str, Any], ...]) -> Iterator[tuple[str, int]]:
     """`locate` for a document without escapes: every quote delimits a string, so `"name"` found from the last
     position is the next key (or string value) of the decoded document, and `{` / `[` the next object or list.
     One loop over a stack of open objects and message lists (this runs on every warning a JSON file gives)."""
-    count, rfind, find = text.count, text.rfind, text.find
+    find = text.find
     at = find("{") + 1
     # Open containers, innermost last: an object's (pairs left, field names, prefix), or a message list's
     # (items left, item type's field names, path).
@@ -52,7 +62,7 @@ def _in_order(text: str, source: str, root: Descriptor, document: tuple[tuple[st
         if in_list:  # the next message of a list
             for k, item in left:
                 at = find("{", at)
-                yield f"{prefix}[{k}]", _new(Location, (source, count("\n", 0, at) + 1, at - rfind("\n", 0, at)))
+                yield f"{prefix}[{k}]", at
                 at += 1
                 stack.append((iter(item), names, f"{prefix}[{k}].", False))
                 break
@@ -64,8 +74,7 @@ def _in_order(text: str, source: str, root: Descriptor, document: tuple[tuple[st
             path = prefix + slot.name
             key_at = find(f'"{key}"', at)
             at = key_at + len(key) + 2
-            here = _new(Location, (source, count("\n", 0, key_at) + 1, key_at - rfind("\n", 0, key_at)))
-            yield path, here
+            yield path, key_at
             if value is None:
                 continue  # not set
             kind = type(value)
@@ -82,9 +91,9 @@ def _in_order(text: str, source: str, root: Descriptor, document: tuple[tuple[st
                         else:  # a number, true, false or null: after the `[` or the `,` before it
                             start = _ITEM_GAP.match(text, at).end()  # type: ignore[union-attr]  # matches "" too
                             at = _SCALAR.match(text, start).end()  # type: ignore[union-attr]  # the decoder read one
-                        yield f"{path}[{k}]", _new(Location, (source, count("\n", 0, start) + 1, start - rfind("\n", 0, start)))
+                        yield f"{path}[{k}]", start
                     continue
-                yield f"{path}[0]", here  # a lone value: the list's one item, at the key
+                yield f"{path}[0]", key_at  # a lone value: the list's one item, at the key
                 path += "[0]"
             if kind is tuple:
                 at = find("{", at) + 1
@@ -100,13 +109,8 @@ _ITEM_GAP = re.compile(r"[ \t\n\r,]*")
 _SCALAR = re.compile(r"[^ \t\n\r,\]]+")
 
 
-def _lexed(text: str, source: str, root: Descriptor) -> Iterator[tuple[str, Location]]:
+def _lexed(text: str, root: Descriptor) -> Iterator[tuple[str, int]]:
     """`locate` for any document, one token at a time."""
-    count, rfind = text.count, text.rfind
-
-    def where(offset: int) -> Location:  # counted in C, for the few offsets recorded
-        return _new(Location, (source, count("\n", 0, offset) + 1, offset - rfind("\n", 0, offset)))
-
     # Open containers, innermost last: an object (its field names, its prefix) or a repeated field's list (its
     # slot, its path, the index of its next item).
     stack: list[list[Any]] = []
@@ -127,13 +131,13 @@ def _lexed(text: str, source: str, root: Descriptor) -> Iterator[tuple[str, Loca
             if len(top) == 2:  # in an object: a key
                 slot = top[0][token[1:-1] if "\\" not in token else _scan(token, 1, True)[0]]
                 path = top[1] + slot.name
-                yield path, where(at)
+                yield path, at
                 key = (slot, path, at)
                 continue
             slot, path, k = top  # in a list: an item
             item = f"{path}[{k}]"
             top[2] = k + 1
-            yield item, where(at)
+            yield item, at
             if head == "{":
                 stack.append([fields(slot.message, True), item + "."])
             continue
@@ -144,7 +148,7 @@ def _lexed(text: str, source: str, root: Descriptor) -> Iterator[tuple[str, Loca
         elif token == "null":
             continue  # not set
         elif slot.repeated:  # a lone value: the list's one item, at the key
-            yield f"{path}[0]", where(key_at)
+            yield f"{path}[0]", key_at
             if head == "{":
                 stack.append([fields(slot.message, True), f"{path}[0]."])
         elif head == "{":
