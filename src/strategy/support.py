@@ -74,6 +74,10 @@ class _Facts(NamedTuple):
     always_on: str | None  # an (always_on) bool's hint: what the runtime does whatever the value
     quiet: bool  # an implemented scalar with nothing to say when set, in an active message: the common case
     is_bool: bool
+    name: str
+    message: bool  # a message field (the descriptor's attributes are slow to read in the walk)
+    repeated: bool
+    gated: bool  # has a gate (gate_degree or gate_flag)
 
 
 _FACTS: dict[FieldDescriptor, _Facts] = {}
@@ -86,8 +90,9 @@ def _facts(f: FieldDescriptor) -> _Facts:
         own = _IMPLEMENTED if support in (None, IMPLEMENTED) else Status(support, hint(f))
         always = hint(f) if schema.option(f, "always_on") else None
         quiet = own is _IMPLEMENTED and always is None and f.message_type is None
-        facts = _FACTS[f] = _Facts(own, schema.option(f, "active_when_parallel"), schema.option(f, "active_when"), always,
-                                   quiet, f.cpp_type == FieldDescriptor.CPPTYPE_BOOL)
+        degree, flag = schema.option(f, "active_when_parallel"), schema.option(f, "active_when")
+        facts = _FACTS[f] = _Facts(own, degree, flag, always, quiet, f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, f.name,
+                                   f.message_type is not None, bool(f.is_repeated), bool(degree or flag))
     return facts
 
 
@@ -111,7 +116,8 @@ def review(msg: Message, *, positions: Mapping[str, Location] | None = None, sou
 def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
           positions: Mapping[str, Location], source: str | None, out: Review) -> None:
     """`inherited`: the nearest status above `msg` that is not IMPLEMENTED (the status of its implemented fields)."""
-    loud = None if inactive is not None or inherited is not _IMPLEMENTED else _LOUD.get(msg.DESCRIPTOR, _UNKNOWN_LOUD)
+    plain = inactive is None and inherited is _IMPLEMENTED  # active and implemented: quiet fields say nothing
+    loud = _LOUD.get(msg.DESCRIPTOR, _UNKNOWN_LOUD) if plain else None
     if loud is _UNKNOWN_LOUD:
         loud = _LOUD[msg.DESCRIPTOR] = _loud(msg.DESCRIPTOR)
     if loud is None:
@@ -120,23 +126,23 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
         listed = [(f, getattr(msg, f.name)) for f in loud if (len(getattr(msg, f.name)) if f.is_repeated else msg.HasField(f.name))]
     for f, value in listed:
         facts = _FACTS.get(f) or _facts(f)
-        if facts.quiet and inactive is None and inherited is _IMPLEMENTED:
+        if plain and facts.quiet:
             continue
-        st = facts.own if facts.own.support != IMPLEMENTED else inherited
-        if f.message_type is not None:
-            reason = inactive or (_inactive(msg, facts, prefix) if facts.gate_flag or facts.gate_degree else None)
-            if f.is_repeated:
+        st = inherited if facts.own is _IMPLEMENTED else facts.own
+        if facts.message:
+            reason = inactive or (_inactive(msg, facts, prefix) if facts.gated else None)
+            if facts.repeated:
                 for k, item in enumerate(value):
-                    _walk(item, f"{prefix}{f.name}[{k}].", st, reason, positions, source, out)
+                    _walk(item, f"{prefix}{facts.name}[{k}].", st, reason, positions, source, out)
             else:
-                _walk(value, f"{prefix}{f.name}.", st, reason, positions, source, out)
+                _walk(value, f"{prefix}{facts.name}.", st, reason, positions, source, out)
             continue
-        if st.support == IMPLEMENTED and not inactive:
+        path = prefix + facts.name
+        if st is _IMPLEMENTED and not inactive:
             if facts.always_on and value is False:  # asks for what the engine cannot switch off
-                out.effects[prefix + f.name] = f"no effect, always on: {facts.always_on}"
-                out.notes.append(f"{prefix}{f.name} is set to false but has no effect: {facts.always_on}.")
+                out.effects[path] = f"no effect, always on: {facts.always_on}"
+                out.notes.append(f"{path} is set to false but has no effect: {facts.always_on}.")
             continue  # the common case: nothing to say
-        path = prefix + f.name
         if inactive:
             out.effects[path] = f"no effect: {inactive.reason}"
             # Resolution notes the bool flags it gates off by a degree itself (mp_configs'); the rest here.
