@@ -183,10 +183,10 @@ def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dic
 def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: list[str],
               out: dict[str, dict[str, Any]], prefix: str) -> None:
     """One communicator's NCCLConfig, when the file set it and its axis is active."""
-    if not getattr(hybrid, c.configs).HasField(c.field):
-        return
     if c.gate is not None and degrees[c.gate] <= 1:
         return  # inactive: the support review notes each field set there
+    if not getattr(hybrid, c.configs).HasField(c.field):
+        return
     message = getattr(getattr(hybrid, c.configs), c.field)
     chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
     if chosen:
