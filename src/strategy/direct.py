@@ -9,7 +9,8 @@ number and an indent); JSON's are found only when something asks for one (`Posit
 the builder's own `scalar` and checked by the rules' own predicates (`Checks`), so both paths agree on both.
 """
 
-from __future__ import annotations
+# Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
+# compiled at class creation, which every `strategy` command pays at start.
 
 import functools
 from collections.abc import Callable, Iterator, MutableMapping

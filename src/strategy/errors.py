@@ -3,7 +3,8 @@
 Both point at the place (`source:line:col`) and the dotted field path, so a user can jump to the fix.
 """
 
-from __future__ import annotations
+# Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
+# compiled at class creation, which every `strategy` command pays at start.
 
 import warnings
 from typing import NamedTuple
@@ -54,7 +55,7 @@ class StrategyError(ValueError):
         super().__init__(self.__str__())
 
     @classmethod
-    def at(cls, where: Location | None, message: str, *, field: str | None = None) -> StrategyError:
+    def at(cls, where: Location | None, message: str, *, field: str | None = None) -> "StrategyError":
         """Build an error located at `where`."""
         where = where or Location()
         return cls(message, source=where.source, line=where.line, column=where.column, field=field)

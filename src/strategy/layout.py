@@ -3,7 +3,8 @@
 Read generically from the schema's (axis), (infer_value), (axis_order) and (group) options.
 """
 
-from __future__ import annotations
+# Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
+# compiled at class creation, which every `strategy` command pays at start.
 
 from collections.abc import Callable, Mapping
 import functools
@@ -152,7 +153,7 @@ def order(hybrid: HybridConfig, degrees: dict[str, int], positions: Mapping[str,
     return complete_order(listed, p.default_order)
 
 
-def requested(s: DistributedStrategy, world_size: int | None) -> Topology:
+def requested(s: DistributedStrategy, world_size: int | None) -> "Topology":
     """The topology the file asks for, also with degrees this project does not implement yet (for explain).
 
     Raises:

@@ -4,7 +4,8 @@ Paddle picks a schedule by name (pipeline_configs.schedule_mode) and chunk count
 once, as data (`MODES`), read by resolution, its errors, and the README's table (checked by a test).
 """
 
-from __future__ import annotations
+# Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
+# compiled at class creation, which every `strategy` command pays at start.
 
 from collections.abc import Mapping
 import functools

@@ -3,7 +3,8 @@
 Loading is lossless; only here are flags that cannot take effect turned off, each with a note saying why.
 """
 
-from __future__ import annotations
+# Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
+# compiled at class creation, which every `strategy` command pays at start.
 
 import functools
 import operator
@@ -43,7 +44,7 @@ def __getattr__(name: str) -> Any:
 TP_STYLES: tuple[str, ...] = tuple(v.name.lower() for v in TpStyle.DESCRIPTOR.values if v.number > 0)
 
 
-def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> Resolved:
+def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> "Resolved":
     """Check `s` against the world size and work out the effective settings.
 
     Args:
@@ -75,7 +76,7 @@ def resolve_with_reasons(
     requires: bool = True,
     unsupported: str | None = None,
     problems: list[StrategyError] | None = None,
-) -> tuple[Resolved, dict[str, str]]:
+) -> "tuple[Resolved, dict[str, str]]":
     """`resolve`, plus why each gated flag is off, by dotted path, whether or not the file set it (for explain).
 
     `requires=False` resolves a file that breaks a `requires` rule as the warn policy does, without warning.
@@ -95,7 +96,7 @@ def check(s: DistributedStrategy, *, world_size: int | None = None, policy: str 
 
 
 def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requires: bool, unsupported: str | None,
-             problems: list[StrategyError] | None, *, build: bool) -> tuple[Resolved | None, dict[str, str]]:
+             problems: list[StrategyError] | None, *, build: bool) -> "tuple[Resolved | None, dict[str, str]]":
     """Every check resolution makes; with `build`, the effective settings too (nothing they hold can fail)."""
     rules.check_policy(policy)
     loaded = support.recall(s)

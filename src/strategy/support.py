@@ -3,7 +3,8 @@
 Every field declares `(support)` and a `(hint)` in the schema; nothing here names a field.
 """
 
-from __future__ import annotations
+# Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
+# compiled at class creation, which every `strategy` command pays at start.
 
 from collections.abc import Mapping
 import struct
@@ -113,7 +114,7 @@ def review(msg: Message, *, positions: Mapping[str, Location] | None = None, sou
     return out
 
 
-def _walk(msg: Message, prefix: str, inherited: Status, inactive: _Gate | None,
+def _walk(msg: Message, prefix: str, inherited: Status, inactive: "_Gate | None",
           positions: Mapping[str, Location], source: str | None, out: Review) -> None:
     """`inherited`: the nearest status above `msg` that is not IMPLEMENTED (the status of its implemented fields)."""
     plain = inactive is None and inherited is _IMPLEMENTED  # active and implemented: quiet fields say nothing
