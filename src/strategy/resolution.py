@@ -128,15 +128,14 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         return None, reasons
     types = _types()
     nccl = layout.nccl(hybrid, degrees, notes)
-    mp_group = plan.mp_group
-    active = mp_group.gate is None or degrees[mp_group.gate] > 1  # a plan splits nothing at mp_degree 1 (noted by the review)
+    active = plan.mp_group.active(degrees)  # a plan splits nothing at mp_degree 1 (noted by the review)
     # A group's configs left out: the settings of its defaults, gated or not, built once (`_Types`).
     mp = types.mp(**effective[plan.mp]) if hybrid.HasField(plan.mp) else types.mp_unset[active]
     if hybrid.HasField(plan.sharding):
         sharding_flags = effective[plan.sharding]
         sharding = types.sharding(**{k: sharding_flags[k] for k in types.sharding_fields})
     else:
-        sharding = types.sharding_unset[degrees[plan.sharding_group.gate] > 1 if plan.sharding_group.gate else True]
+        sharding = types.sharding_unset[plan.sharding_group.active(degrees)]
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
@@ -166,6 +165,10 @@ class _Group(NamedTuple):
     dependent_on: tuple[_Flag, ...]  # of `dependent`, those on by default
     prefix: str  # "hybrid_configs.mp_configs."
     setting_of: dict[str, str]  # each flag's settings attribute by its field name
+
+    def active(self, degrees: dict[str, int]) -> bool:
+        """Whether its settings take effect at these degrees."""
+        return self.gate is None or degrees[self.gate] > 1
 
 
 class _Plan(NamedTuple):
@@ -244,8 +247,7 @@ def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, 
     """Each flag's effective value by its settings attribute: a bool is off when the group's degree is 1, or when
     the flag it requires is effectively off (noted when the file set it); other values as the file gives them. Reads
     only what the file set (the defaults come from the schema)."""
-    gate_degree = degrees[group.gate] if group.gate is not None else None
-    active = gate_degree is None or gate_degree > 1
+    active = group.active(degrees)
     effective = dict(group.defaults)
     if hybrid.HasField(group.configs):
         config = getattr(hybrid, group.configs)
@@ -263,7 +265,7 @@ def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, 
         if not effective[flag.setting]:
             continue
         if not active:
-            reason = f"{group.gate} is {gate_degree}"
+            reason = f"{group.gate} is {degrees[group.gate]}"  # type: ignore[index]  # inactive: it has a gate
         elif not effective[flag.requires_setting]:  # type: ignore[index]  # `dependent` flags have one
             reason = f"requires {prefix}{flag.requires}: true"
         else:
@@ -354,8 +356,8 @@ class _Types(NamedTuple):
     training: tuple[tuple[str, str, Any, _Reader, Any], ...]
     sharding_fields: tuple[str, ...]  # the sharding flags' settings attributes ShardingSettings has a field for
     no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
-    mp_unset: tuple[Any, Any]  # MpSettings of a file without mp_configs: at mp_degree 1, and above
-    sharding_unset: tuple[Any, Any]  # ShardingSettings of a file without sharding_configs: at sharding_degree 1, and above
+    mp_unset: tuple[Any, ...]  # MpSettings of a file without mp_configs, by whether mp is active (mp_degree > 1)
+    sharding_unset: tuple[Any, ...]  # ShardingSettings of a file without sharding_configs, by whether sharding is active
 
 
 @functools.cache
@@ -373,7 +375,7 @@ def _types() -> _Types:
     sharding_unset = tuple(ShardingSettings(**{k: flags[k] for k in sharding_fields})
                            for flags in (_unset(plan.sharding_group, degree) for degree in (1, 2)))
     return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
-                  sharding_fields, PipelineSettings(), (mp_unset[0], mp_unset[1]), (sharding_unset[0], sharding_unset[1]))
+                  sharding_fields, PipelineSettings(), mp_unset, sharding_unset)
 
 
 def _unset(group: _Group, degree: int) -> dict[str, Any]:

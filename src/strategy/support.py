@@ -176,9 +176,9 @@ def _silent(f: FieldDescriptor, visiting: set[Any]) -> bool:
     """Nothing set in `f` can give a note or a finding while its message is active and implemented: a quiet scalar,
     or an implemented, ungated message field whose fields are all silent too."""
     facts = _facts(f)
-    if f.message_type is None:
+    if not facts.message:
         return facts.quiet
-    if facts.own is not _IMPLEMENTED or facts.gate_flag or facts.gate_degree or f.message_type in visiting:
+    if facts.own is not _IMPLEMENTED or facts.gated or f.message_type in visiting:
         return False
     visiting.add(f.message_type)
     return all(_silent(g, visiting) for g in f.message_type.fields)
