@@ -18,7 +18,9 @@ def _assert_parity(result: dict) -> None:
     (cases.pp_text(2, schedule="FThenB"), "ScheduleGPipe", [[0], [1]]),
     (cases.pp_text(2, virtual=2), "ScheduleInterleaved1F1B", [[0, 2], [1, 3]]),
     (cases.pp_text(2, dualpipev=True), "ScheduleDualPipeV", [[0, 3], [1, 2]]),
-], ids=["1F1B", "FThenB", "interleaved", "DualPipeV"])
+    # A Paddle file that leaves accumulate_steps out: one micro-batch, fewer than 1F1B's stages, runs as GPipe.
+    ("hybrid_configs { pp_degree: 2 }", "ScheduleGPipe", [[0], [1]]),
+], ids=["1F1B", "FThenB", "interleaved", "DualPipeV", "1F1B_with_one_micro_batch"])
 def test_llama_at_pp2_trains_as_one_process_on_every_schedule(pools, text, schedule, stages):
     results = pools(2).run(cases.llama_parity, text, 3, 1.0, timeout=240)
     _assert_parity(results[0])

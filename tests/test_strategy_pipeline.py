@@ -179,16 +179,14 @@ def test_stages_of_a_rank_outside_the_pipeline_is_a_value_error():
 
 # -- errors --------------------------------------------------------------------------------------------------------
 
+DUALPIPEV_HINT = ('; set pipeline_configs.accumulate_steps: 4 or more, or pipeline_configs.schedule_mode: "ZBVPP" with '
+                  "hybrid_configs.pp_configs.use_dualpipev off (the same V of stages, any count)")
+
+
 @pytest.mark.parametrize(("pp", "mode", "virtual", "dualpipev", "steps", "text"), [
-    (2, "1F1B", None, False, 1, 'pipeline_configs.accumulate_steps = 1 is too few micro-batches for Schedule1F1B '
-     '(pipeline_configs.schedule_mode "1F1B") at hybrid_configs.pp_degree 2: it needs one per stage, at least 2; set '
-     "pipeline_configs.accumulate_steps: 2 or more"),
-    (4, "1F1B", None, False, 3, 'pipeline_configs.accumulate_steps = 3 is too few micro-batches for Schedule1F1B '
-     '(pipeline_configs.schedule_mode "1F1B") at hybrid_configs.pp_degree 4: it needs one per stage, at least 4; set '
-     "pipeline_configs.accumulate_steps: 4 or more"),
     (2, None, None, True, 3, "pipeline_configs.accumulate_steps = 3 is too few micro-batches for ScheduleDualPipeV "
      "(hybrid_configs.pp_configs.use_dualpipev: true) at hybrid_configs.pp_degree 2: it needs one per stage, at least "
-     "4 (2 chunks per rank × pp_degree 2); set pipeline_configs.accumulate_steps: 4 or more"),
+     "4 (2 chunks per rank × pp_degree 2)" + DUALPIPEV_HINT),
     (2, "VPP", 2, False, 5, 'pipeline_configs.accumulate_steps = 5 does not suit ScheduleInterleaved1F1B '
      '(pipeline_configs.schedule_mode "VPP") at hybrid_configs.pp_degree 2: it runs the micro-batches in max(1, 5 // 2) '
      "= 2 rounds, and 5 is not a multiple of 2; set pipeline_configs.accumulate_steps: 4 or 6"),
@@ -196,20 +194,52 @@ def test_stages_of_a_rank_outside_the_pipeline_is_a_value_error():
      '(pipeline_configs.schedule_mode "ZBH1") at hybrid_configs.pp_degree 4: it runs the micro-batches in max(1, 11 // 4) '
      "= 2 rounds, and 11 is not a multiple of 2; set pipeline_configs.accumulate_steps: 10 or 12"),
 ])
-def test_too_few_micro_batches_for_the_schedule_is_an_error_at_accumulate_steps(write, pp, mode, virtual, dualpipev,
-                                                                                 steps, text):
+def test_micro_batches_no_schedule_runs_are_an_error_at_accumulate_steps(write, pp, mode, virtual, dualpipev, steps,
+                                                                          text):
     path, error = error_of(write, pipe(pp, steps=steps, mode=mode, virtual=virtual, dualpipev=dualpipev), pp)
     row = path.read_text().splitlines().index(f"  accumulate_steps: {steps}") + 1
     assert str(error) == f"{path}:{row}:3: {text}"
     assert error.field == "pipeline_configs.accumulate_steps"
 
 
-def test_too_few_micro_batches_by_default_points_at_pp_degree(write):
-    path, error = error_of(write, "hybrid_configs {\n  pp_degree: 2\n}\n")
-    assert str(error) == (
-        f'{path}:2:3: pipeline_configs.accumulate_steps = 1 (its default) is too few micro-batches for Schedule1F1B '
-        '(pipeline_configs.schedule_mode "1F1B") at hybrid_configs.pp_degree 2: it needs one per stage, at least 2; '
-        "set pipeline_configs.accumulate_steps: 2 or more")
+@pytest.mark.parametrize(("pp", "steps", "bubble", "more"), [(2, 1, "1/2 = 50%", "at 8: 1/9 = 11%"),
+                                                             (4, 3, "3/6 = 50%", "at 16: 3/19 = 16%")])
+def test_fewer_micro_batches_than_1f1b_stages_run_as_gpipe_with_a_warning_at_accumulate_steps(write, pp, steps, bubble,
+                                                                                              more):
+    path = write("p.prototxt", pipe(pp, steps=steps, mode="1F1B"))
+    with pytest.warns(strategy.StrategyWarning) as caught:
+        r = strategy.resolve(strategy.load(path), world_size=pp)
+    text = (f'pipeline_configs.accumulate_steps = {steps} is fewer micro-batches than the {pp} stages of Schedule1F1B '
+            f'(pipeline_configs.schedule_mode "1F1B") at hybrid_configs.pp_degree {pp}, so it runs as ScheduleGPipe '
+            "(every forward, then every backward: what 1F1B does with so few), and (pp_degree - 1) / (accumulate_steps + "
+            f"pp_degree - 1) = {bubble} of each step is pipeline bubble, the stages waiting on each other; set "
+            f"pipeline_configs.accumulate_steps: {pp} or more to run 1F1B ({more})")
+    row = path.read_text().splitlines().index(f"  accumulate_steps: {steps}") + 1
+    assert [str(w.message) for w in caught] == [f"{path}:{row}:3: {text}"]
+    assert (r.pipeline.schedule, r.pipeline.accumulate_steps, r.pipeline.num_stages) == ("ScheduleGPipe", steps, pp)
+    assert text in r.notes
+
+
+def test_a_pp_file_without_accumulate_steps_resolves_with_the_warning_at_pp_degree(write):
+    path = write("p.prototxt", "hybrid_configs {\n  pp_degree: 2\n}\n")
+    with pytest.warns(strategy.StrategyWarning, match=rf"^{path}:2:3: pipeline_configs.accumulate_steps = 1 \(its "
+                                                      r"default\) is fewer micro-batches than the 2 stages of "
+                                                      r"Schedule1F1B .* = 1/2 = 50% of each step is pipeline bubble"):
+        r = strategy.resolve(strategy.load(path), world_size=2)
+    assert r.pipeline.schedule == "ScheduleGPipe"
+
+
+@pytest.mark.parametrize("pipeline_configs", ["", "pipeline_configs { accumulate_steps: 1 }",
+                                              'pipeline_configs { accumulate_steps: 8 schedule_mode: "FThenB" }',
+                                              'pipeline_configs { accumulate_steps: 2 schedule_mode: "ZBVPP" }'])
+def test_the_topology_groups_and_coordinates_never_depend_on_the_pipeline_settings(pipeline_configs):
+    with warnings.catch_warnings():  # the few micro-batches' warning
+        warnings.simplefilter("ignore", strategy.StrategyWarning)
+        plain = resolve("hybrid_configs { dp_degree: 2 pp_degree: 2 mp_degree: 2 }", 8)
+        r = resolve(f"hybrid_configs {{ dp_degree: 2 pp_degree: 2 mp_degree: 2 }} {pipeline_configs}", 8)
+    assert r.topology == plain.topology
+    assert r.process_groups() == plain.process_groups()
+    assert [r.coordinates(rank) for rank in range(8)] == [plain.coordinates(rank) for rank in range(8)]
 
 
 @pytest.mark.parametrize(("mode", "virtual", "steps"), [("FThenB", None, 1), ("FThenB", 2, 1), ("ZBVPP", None, 1),
@@ -281,11 +311,21 @@ def test_counts_below_1_are_errors_at_load(text, error):
     assert str(info.value) == error
 
 
-def test_validate_reports_too_few_micro_batches_at_the_line(write, capsys):
-    path = write("p.yaml", "hybrid_configs:\n  pp_degree: 4\npipeline_configs:\n  accumulate_steps: 2\n")
-    assert main(["validate", str(path), "--world-size", "4"]) == 1
+def test_validate_reports_micro_batches_no_schedule_runs_at_the_line(write, capsys):
+    path = write("p.yaml", "hybrid_configs:\n  pp_degree: 2\n  pp_configs:\n    use_dualpipev: true\n"
+                           "pipeline_configs:\n  accumulate_steps: 2\n")
+    assert main(["validate", str(path), "--world-size", "2"]) == 1
     assert capsys.readouterr().err.strip().startswith(
-        f"{path}:4:3: pipeline_configs.accumulate_steps = 2 is too few micro-batches for Schedule1F1B")
+        f"{path}:6:3: pipeline_configs.accumulate_steps = 2 is too few micro-batches for ScheduleDualPipeV")
+
+
+def test_validate_passes_fewer_micro_batches_than_1f1b_stages_with_the_warning(write, capsys):
+    path = write("p.yaml", "hybrid_configs:\n  pp_degree: 4\npipeline_configs:\n  accumulate_steps: 2\n")
+    assert main(["validate", str(path), "--world-size", "4"]) == 0
+    out = capsys.readouterr()
+    assert out.out == f"{path}: ok\n"
+    assert out.err.startswith(f"strategy: warning: {path}:4:3: pipeline_configs.accumulate_steps = 2 is fewer "
+                              "micro-batches than the 4 stages of Schedule1F1B")
 
 
 # -- explain -------------------------------------------------------------------------------------------------------
@@ -333,7 +373,7 @@ def test_explain_says_why_a_pipeline_cannot_run_instead_of_failing(capsys, write
     assert section[-1] == (f"  cannot run (an error when resolved): {path}:8:3: pipeline_configs.accumulate_steps = 3 "
                            "is too few micro-batches for ScheduleDualPipeV (hybrid_configs.pp_configs.use_dualpipev: "
                            "true) at hybrid_configs.pp_degree 2: it needs one per stage, at least 4 (2 chunks per rank × "
-                           "pp_degree 2); set pipeline_configs.accumulate_steps: 4 or more")
+                           "pp_degree 2)" + DUALPIPEV_HINT)
 
 
 def test_explain_has_no_pipeline_section_at_pp_degree_1():

@@ -44,6 +44,11 @@ DUALPIPEV = Mode("ScheduleDualPipeV", "ScheduleDualPipeV", v=True)  # pp_configs
 # What torch 2.13's constructors demand of n micro-batches over S stages (they raise otherwise; measured):
 _ONE_PER_STAGE = frozenset({"Schedule1F1B", "ScheduleDualPipeV"})  # n >= S
 _IN_ROUNDS = frozenset({"ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble"})  # n % max(1, n // pp) == 0
+# With fewer micro-batches than stages, 1F1B's warm-up (pp - 1 - rank forwards) already holds all of them: each rank
+# runs every forward, then every backward, which is GPipe's order. Paddle's 1F1B does exactly that (its startup steps
+# are min(pp - 1 - rank, accumulate_steps)), and GPipe takes any count; DualPipeV has no such reading (Paddle asserts
+# accumulate_steps >= 2 * pp, as DeepSeek's DualPipeV does), so it stays an error.
+FEW_MICRO_BATCHES = {"Schedule1F1B": "ScheduleGPipe"}
 
 
 class _Plan(NamedTuple):
@@ -74,10 +79,13 @@ class _Context(NamedTuple):
     source: str | None
     problems: list[StrategyError] | None  # None: raise the first
 
+    def where(self, paths: tuple[str, ...]) -> Location:
+        """The first of `paths` the file sets, else the source."""
+        return next((self.positions[p] for p in paths if p in self.positions), Location(self.source))
+
     def fail(self, paths: tuple[str, ...], text: str) -> None:
         """An error at the first of `paths` the file sets (else at the source), raised or collected."""
-        where = next((self.positions[p] for p in paths if p in self.positions), Location(self.source))
-        error = StrategyError.at(where, text, field=paths[0])
+        error = StrategyError.at(self.where(paths), text, field=paths[0])
         if self.problems is None:
             raise error
         self.problems.append(error)
@@ -104,7 +112,7 @@ def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], po
     mode, chunks = _chunks(mode, via, pp_configs["virtual_pp_degree"], context)
     schedule = mode.single if chunks == 1 or mode.v else mode.looped
     assert schedule is not None  # _chunks gives a mode without a one-chunk schedule two or more
-    _check_micro_batches(configs, schedule, via, pp, chunks, context)
+    schedule = _check_micro_batches(configs, schedule, via, pp, chunks, context, notes)
     return {"pp_degree": pp, "micro_batch_size": configs.micro_batch_size, "accumulate_steps": configs.accumulate_steps,
             "virtual_pp_degree": chunks, "schedule": schedule, "placement": "v" if mode.v else "loop"}
 
@@ -169,23 +177,45 @@ def _chunks(mode: Mode, via: str, virtual: int, context: _Context) -> tuple[Mode
     return mode, virtual
 
 
-def _check_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: int, context: _Context) -> None:
-    """Too few micro-batches for the schedule, or a count its rounds do not divide: an error naming what works."""
+def _check_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: int, context: _Context,
+                         notes: list[str]) -> str:
+    """The schedule that runs this many micro-batches: `schedule`, or for too few its equivalent that takes them
+    (`FEW_MICRO_BATCHES`, with a located warning and a note saying what the bubble costs). Too few where nothing
+    equivalent runs them, or a count the rounds do not divide: an error naming what works."""
     plan = _plan()
     path = f"{plan.configs}.accumulate_steps"
     n, stages = configs.accumulate_steps, pp * chunks
     given = f"{path} = {n}" + ("" if configs.HasField("accumulate_steps") else " (its default)")
     at = f"{schedule} ({via}) at {plan.degree_path} {pp}"
     if schedule in _ONE_PER_STAGE and n < stages:
+        if schedule in FEW_MICRO_BATCHES:
+            instead = FEW_MICRO_BATCHES[schedule]
+            text = (f"{given} is fewer micro-batches than the {stages} stages of {at}, so it runs as {instead} (every "
+                    "forward, then every backward: what 1F1B does with so few), and (pp_degree - 1) / (accumulate_steps + "
+                    f"pp_degree - 1) = {_bubble(n, pp)} of each step is pipeline bubble, the stages waiting on each "
+                    f"other; set {path}: {stages} or more to run 1F1B (at {4 * stages}: {_bubble(4 * stages, pp)})")
+            notes.append(text)
+            if context.problems is None:  # explain shows the note; resolve and validate warn
+                warn(context.where((path, plan.degree_path)), text, stacklevel=6)
+            return instead
         per = f" ({chunks} chunks per rank × pp_degree {pp})" if chunks > 1 else ""
+        zbv = next(name for name, m in MODES.items() if m.v)  # the same V of stages, run for any count
+        other = (f', or {plan.configs}.{plan.mode}: "{zbv}" with {plan.pp_configs}.{plan.dualpipev} off (the same V of '
+                 "stages, any count)") if schedule == DUALPIPEV.single else ""
         context.fail((path, plan.degree_path), f"{given} is too few micro-batches for {at}: it needs one per stage, "
-                                               f"at least {stages}{per}; set {path}: {stages} or more")
+                                               f"at least {stages}{per}; set {path}: {stages} or more{other}")
     elif schedule in _IN_ROUNDS and not _fits_rounds(n, pp):
         below = max(k for k in range(1, n) if _fits_rounds(k, pp))
         above = next(k for k in itertools.count(n + 1) if _fits_rounds(k, pp))
         context.fail((path, plan.degree_path), f"{given} does not suit {at}: it runs the micro-batches in max(1, {n} "
                                                f"// {pp}) = {n // pp} rounds, and {n} is not a multiple of {n // pp}; "
                                                f"set {path}: {below} or {above}")
+    return schedule
+
+
+def _bubble(n: int, pp: int) -> str:
+    """The idle share of a GPipe or 1F1B step of n micro-batches over pp stages: "3/4 = 75%"."""
+    return f"{pp - 1}/{n + pp - 1} = {(pp - 1) / (n + pp - 1):.0%}"
 
 
 def _fits_rounds(n: int, pp: int) -> bool:
