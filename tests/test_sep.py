@@ -29,6 +29,23 @@ def test_a_plain_model_calling_sep_attention_matches_one_process(pools, sep):
     assert pools(sep).run(cases.plain_parity, cases.sep_text(sep))[0] == {"ok": True}
 
 
+@pytest.mark.parametrize(("world", "text"), [(2, cases.sep_text(2)), (4, cases.sep_text(2, mp=2))],
+                         ids=["sep2", "mp2_x_sep2"])
+def test_parallelize_trains_a_model_of_ones_own_attending_through_sep_attention_as_one_process(pools, world, text):
+    result = pools(world).run(cases.own_parity, text)[0]
+    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
+
+
+def test_a_model_of_ones_own_that_never_calls_sep_attention_is_refused_at_its_first_forward(pools):
+    out = pools(2).run(cases.own_without_sep_attention, cases.sep_text(2))[0]
+    assert out == {"field": "hybrid_configs.sep_degree", "error": (
+        "hybrid_configs.sep_degree > 1 gives each rank a chunk of every row, but Own's forward never called "
+        "parallel.sep_attention, so its attention saw only this rank's chunk: it is neither a Hugging Face model whose "
+        "attention parallelize switches (through transformers' AttentionInterface) nor a model that attends through "
+        "parallel.sep_attention; call parallel.sep_attention(q, k, v) where it attends (a drop-in for "
+        "F.scaled_dot_product_attention), or set sep_degree: 1")}
+
+
 def test_each_sep2_rank_saves_about_half_the_activations_of_one_process(pools):
     one = pools(1).run(cases.saved_activations, cases.sep_text(1))[0]["saved"]
     half = pools(2).run(cases.saved_activations, cases.sep_text(2))[0]["saved"]

@@ -118,6 +118,95 @@ def plain_parity(text: str) -> dict:
     return {"ok": True}
 
 
+class Own(nn.Module):
+    """A model of one's own for parallelize: learned positions, one grouped-query attention block (4 heads, 2 kv)
+    attending through parallel.sep_attention, or through SDPA with `through_sep` off. Heads come from the local
+    width (`view(..., -1, 8)`), so tensor parallelism may split them too."""
+
+    def __init__(self, *, through_sep: bool = True) -> None:
+        super().__init__()
+        self.through_sep = through_sep
+        self.embed, self.pos = nn.Embedding(VOCAB, 32), nn.Embedding(SEQ, 32)
+        # No key bias: it shifts a row's scores alike, so its gradient is rounding noise, which AdamW would amplify.
+        self.q, self.k, self.v = nn.Linear(32, 32), nn.Linear(32, 16, bias=False), nn.Linear(32, 16)
+        self.o, self.head = nn.Linear(32, 32), nn.Linear(32, VOCAB)
+
+    def forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        h = self.embed(ids) + self.pos(positions)
+        b, s, _ = h.shape
+        q, k, v = (proj(h).view(b, s, -1, 8).transpose(1, 2) for proj in (self.q, self.k, self.v))
+        if self.through_sep:
+            y = parallel.sep_attention(q, k, v)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.head(h + self.o(y.transpose(1, 2).reshape(b, s, -1)))
+
+
+def _token_loss(logits: torch.Tensor, targets: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """The summed next-token loss over these targets (-100 skipped), over the whole batch's target count."""
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum") / count
+
+
+OWN_PLAN = {"q": "colwise", "k": "colwise", "v": "colwise", "o": "rowwise"}
+
+
+def own_parity(text: str, steps: int = 3) -> dict:
+    """parallelize(a model of one's own) under sep: each rank's loss share on its chunk (split_sequence), and after
+    `steps` AdamW steps of HybridParallelOptimizer the parameters equal one process's on the whole rows."""
+    hcg = init(strategy.loads(text))
+    torch.manual_seed(0)
+    reference = Own(through_sep=False)
+    model = parallel.parallelize(copy.deepcopy(reference).requires_grad_(True), OWN_PLAN if hcg.mp_size > 1 else "auto")
+    model.through_sep = True
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    losses, ref_losses = [], []
+    for step in range(steps):
+        ids, labels = _rows(step, ROWS * hcg.data_size)
+        mine = slice(hcg.data_rank * ROWS, (hcg.data_rank + 1) * ROWS)
+        piece = parallel.split_sequence({"input_ids": ids[mine], "labels": labels[mine]})
+        share = _token_loss(model(piece["input_ids"], piece["position_ids"]), piece["shift_labels"],
+                            piece["num_items_in_batch"])
+        share.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(data_mean(share, hcg))
+        ref = 0.0
+        for r in range(hcg.data_size):
+            whole = parallel.split_sequence({"input_ids": ids[r * ROWS:(r + 1) * ROWS],
+                                             "labels": labels[r * ROWS:(r + 1) * ROWS]}, hcg=_one(hcg))
+            ref = ref + _token_loss(reference(whole["input_ids"], whole["position_ids"]), whole["shift_labels"],
+                                    whole["num_items_in_batch"]) / hcg.data_size
+        ref.backward()
+        ref_losses.append(float(ref.detach()))
+        ref_opt.step()
+        ref_opt.zero_grad()
+    full = parallel.full_state_dict(model)
+    for name, value in reference.state_dict().items():
+        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    return {"losses": losses, "ref_losses": ref_losses}
+
+
+def _one(hcg):
+    """The same hybrid group seen as sep_degree 1: split_sequence then gives the whole rows (for the reference)."""
+    import dataclasses
+
+    return dataclasses.replace(hcg, sep_size=1, sep_rank=0)
+
+
+def own_without_sep_attention(text: str) -> dict:
+    """A model of one's own that attends through SDPA: parallelize accepts it, its first forward says what is wrong."""
+    init(strategy.loads(text))
+    model = parallel.parallelize(Own(through_sep=False))
+    ids, _ = _rows(0, ROWS)
+    positions = torch.arange(SEQ // 2).expand(ROWS, -1)
+    try:
+        model(ids[:, : SEQ // 2], positions)
+    except strategy.StrategyError as e:
+        return {"error": str(e), "field": e.field}
+    return {"error": None}
+
+
 def saved_activations(text: str) -> dict:
     """Bytes autograd saves for backward in one Llama forward on this rank's rows."""
     hcg = init(strategy.loads(text))

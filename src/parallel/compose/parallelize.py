@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 from ..pipeline.runner import LossFn, PipelineModel, check_cut, split_model
-from ..sep.hf import check_heads
+from ..sep.hf import check_heads, is_hugging_face
 from ..sep.hf import install as install_sep_attention
+from ..sep.required import require_sep_attention
 from ..sharding.fsdp import apply_sharding, sharding_units
 from ..tensor.column import ColumnParallelLinear
 from ..tensor.data import broadcast_data
@@ -104,7 +105,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         setattr(modules[parent_name], child, replacement)
     if hf_sequence is not None:
         install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
-    if hcg.sep_size > 1:  # after tensor parallelism: mp and sep split the heads together
+    if hcg.sep_size > 1 and is_hugging_face(model):  # after tensor parallelism: mp and sep split the heads together
         install_sep_attention(model, hcg)
     setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
@@ -112,10 +113,14 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
     if hcg.pp_size == 1:
         apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them
+        if hcg.sep_size > 1:  # a Hugging Face model attends through it now; a model of one's own must
+            require_sep_attention([model], type(model).__name__)
         return model
     _, chunks, stages = split_model(model, hcg)
     for chunk in chunks:
         apply_sharding(chunk, hcg=hcg)  # each stage's chunk: its blocks, plus the chunk as the root
+    if hcg.sep_size > 1:
+        require_sep_attention(chunks, type(model).__name__)
     return PipelineModel(model, chunks, stages, hcg, loss_fn)
 
 

@@ -8,6 +8,8 @@ exchange. Key/value heads fewer than sep_degree are repeated so every rank gets 
 
 from __future__ import annotations
 
+import contextvars
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -15,7 +17,10 @@ from torch.distributed._functional_collectives import all_to_all_single_autograd
 
 from ..topology.groups import HybridGroup, current
 
-__all__ = ["heads_to_sequence", "sep_attention", "sequence_to_heads"]
+__all__ = ["CALLS", "heads_to_sequence", "sep_attention", "sequence_to_heads"]
+
+# A forward that must attend through sep_attention sets a list here; each call appends to it (sep.hf's check).
+CALLS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("sep_attention_calls", default=None)
 
 
 def _exchange(send: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
@@ -58,6 +63,9 @@ def sep_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causa
     """
     hcg = hcg or current()
     parts = hcg.sep_size
+    calls = CALLS.get()
+    if calls is not None:
+        calls.append(parts)
     heads, kv_heads = q.shape[1], k.shape[1]
     if heads % kv_heads:
         raise ValueError(f"key/value heads ({kv_heads}) must divide the query heads ({heads})")

@@ -17,19 +17,24 @@ from strategy import StrategyError
 from ..topology.groups import HybridGroup
 from .attention import sep_attention
 
-__all__ = ["ATTENTION", "check_heads", "install"]
+__all__ = ["ATTENTION", "check_heads", "install", "is_hugging_face"]
 
 ATTENTION = "parallel_sep"  # the name under which transformers finds it
 FIELD = "hybrid_configs.sep_degree"
 
 
-def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
-    """Before anything changes: the heads split over mp × sep; the model is a Hugging Face one."""
+def is_hugging_face(model: nn.Module) -> bool:
+    """A model whose attention transformers dispatches by config._attn_implementation (its heads in the config)."""
     config = getattr(model, "config", None)
-    heads = getattr(config, "num_attention_heads", None)
-    if config is None or heads is None:
-        raise StrategyError(f"{FIELD} > 1 switches a Hugging Face model's attention to Ulysses; {type(model).__name__} "
-                            "is not one: call parallel.sep_attention in your attention instead", field=FIELD)
+    return getattr(config, "num_attention_heads", None) is not None and hasattr(config, "_attn_implementation")
+
+
+def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
+    """Before anything changes: a Hugging Face model's heads split over mp × sep. (A model of one's own attends
+    through sep_attention, which checks its heads itself.)"""
+    if not is_hugging_face(model):
+        return
+    heads = model.config.num_attention_heads
     if heads % (hcg.mp_size * hcg.sep_size):
         raise StrategyError(
             f"{type(model).__name__} has {heads} attention heads, which mp_degree × sep_degree = {hcg.mp_size} × "
