@@ -10,7 +10,7 @@ PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
 	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTOS) && \
 	sed -i -E 's/^import ([a-z_]+_pb2) as /from . import \1 as /' $(1)/*_pb2.py $(1)/*_pb2.pyi
 
-.PHONY: install proto proto-check docs lint test demo bench bench-gpu fuzz clean
+.PHONY: install proto proto-check docs lint test test-transformers demo bench bench-gpu fuzz clean
 
 install: $(STAMP)
 
@@ -44,6 +44,22 @@ lint: $(STAMP)
 
 test: $(STAMP) proto-check lint
 	$(PY) -m pytest -q
+
+# The Hugging Face tests on both ends of the supported transformers range (pyproject's hf extra): the oldest release,
+# installed beside the venv and put first on the path, then the newest, which the venv has.
+TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)
+OLDEST_DIR := $(VENV)/transformers-$(TRANSFORMERS_OLDEST)
+HF_TESTS := tests/test_transformers_versions.py tests/test_parallelize.py tests/test_sep.py tests/test_pipeline.py \
+	tests/test_checkpoint.py tests/test_sharding.py
+
+$(OLDEST_DIR)/.installed: $(STAMP)
+	rm -rf $(OLDEST_DIR)
+	$(PY) -m pip install --quiet --target $(OLDEST_DIR) transformers==$(TRANSFORMERS_OLDEST)
+	touch $@
+
+test-transformers: $(OLDEST_DIR)/.installed
+	PYTHONPATH=$(OLDEST_DIR) $(PY) -m pytest -q $(HF_TESTS)
+	$(PY) -m pytest -q $(HF_TESTS)
 
 # The main job: 2 CPU ranks (gloo) train a small GPT with all three column-parallel flags on.
 demo: $(STAMP)

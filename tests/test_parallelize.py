@@ -95,6 +95,13 @@ def test_sequence_parallel_hugging_face_models_match_too(pools, arch, flags):
     assert result["losses"][-1] < result["losses"][0]
 
 
+def test_recomputing_with_a_padding_mask_gives_the_gradients_of_keeping_the_activations(pools):
+    from conftest import PADDLE_FIXTURES
+
+    result = pools(2).run(cases.recompute_with_a_padding_mask, str(PADDLE_FIXTURES / "llama_tp2_sp.prototxt"))[0]
+    assert result["losses"][1] == pytest.approx(result["losses"][0], rel=1e-6)
+
+
 def test_paddles_llama_strategy_recomputes_every_decoder_layer_with_sequence_parallelism(pools):
     from conftest import PADDLE_FIXTURES
 

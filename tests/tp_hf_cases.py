@@ -99,6 +99,26 @@ def broadcast_inputs(world: int) -> list[float]:
         return [float(model(input_ids=ids, labels=ids).loss)]
 
 
+def recompute_with_a_padding_mask(path: str) -> dict:
+    """Paddle's llama_tp2_sp.prototxt with sequence parallelism, a batch with padding (so transformers makes a mask):
+    recomputing every decoder layer gives the same loss and gradients as keeping the activations (the replay runs
+    without the key/value cache, which it would otherwise extend a second time)."""
+    results = {}
+    for on in (False, True):
+        init(strategy.load(path, overrides=["hybrid_configs.mp_configs.sequence_parallel=true", f"recompute={str(on).lower()}"]))
+        model = parallel.parallelize(hf_model("llama"))
+        ids = _batch(0)
+        mask = torch.ones_like(ids)
+        mask[0, :3] = 0  # left padding in the first row
+        loss = model(input_ids=ids, attention_mask=mask, labels=ids).loss
+        loss.backward()
+        results[on] = (float(loss), {n: p.grad.clone() for n, p in model.named_parameters()})
+        parallel.destroy()
+    for name, g in results[False][1].items():
+        close(results[True][1][name], g, f"grad {name}", rtol=1e-5, atol=1e-7)
+    return {"losses": [results[False][0], results[True][0]]}
+
+
 def paddle_llama_strategy_recomputes_every_decoder_layer(path: str) -> dict:
     """Paddle's llama_tp2_sp.prototxt (`recompute: true`, no names) with sequence parallelism: every decoder layer
     is recomputed, as Paddle means, and a step trains."""

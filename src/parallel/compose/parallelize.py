@@ -30,6 +30,7 @@ from ..training.recompute import apply_recompute, recompute_targets
 from .hf_sequence import install as install_sequence_parallel
 from .hf_sequence import plan_sequence_parallel, without_sequence_parallel
 from .plan import COLUMN, ROW, Match, match_plan, plan_for
+from .transformers_versions import check_transformers
 
 __all__ = ["parallelize"]
 
@@ -57,6 +58,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         whole model's names), trained by `train_batch((inputs, labels), optimizer)`.
 
     Raises:
+        RuntimeError: a Hugging Face model with a transformers release outside the supported range (naming both).
         StrategyError: an unknown style, a rule that matches nothing, a style on the wrong module type, a
             dimension (or a head count) not divisible by mp_degree, tied weights, or sharding on a model with no
             blocks; every problem is named (pattern, module, shape, degree) before anything is changed.
@@ -77,6 +79,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         parallel.parallelize(model)                      # the model's own plan, or the strategy's
         opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters()))
     """
+    check_transformers(model)  # a release whose internals differ fails here, before anything changes
     hcg = hcg or current()
     rules, source = plan_for(model, plan, hcg)
     matches = match_plan(model, rules, source, hcg.mp_size)

@@ -54,18 +54,25 @@ def plan_for(model: nn.Module, plan: str | Mapping[str, str], hcg: HybridGroup) 
 
 
 def hugging_face_plan(model: nn.Module) -> dict[str, str]:
-    """The plan transformers uses for tp_plan="auto": the config's base_model_tp_plan under the base model's
-    prefix, plus the model's own entries (lm_head, ...). transformers >= 4.50 keeps it in `model._tp_plan`."""
-    built = getattr(model, "_tp_plan", None)
-    if isinstance(built, Mapping) and built:
-        return dict(built)
+    """The plan transformers uses for tp_plan="auto", the same whichever supported version builds the model: the
+    config's base_model_tp_plan under the base model's prefix, the class's own entries (lm_head, ...), and the input
+    embedding split by vocabulary unless named (transformers >= 5.21's rule). `model._tp_plan`, what post_init
+    built, adds what a model's children contribute; it is not trusted alone, since before 5.14 it lost lm_head."""
     config = getattr(model, "config", None)
     base_plan = dict(getattr(config, "base_model_tp_plan", None) or {})
     prefix = getattr(model, "base_model_prefix", "")
-    if prefix and isinstance(getattr(model, prefix, None), nn.Module):
+    base = getattr(model, prefix, None) if prefix else None
+    if isinstance(base, nn.Module):
         base_plan = {f"{prefix}.{k}": v for k, v in base_plan.items()}
+    else:
+        base, prefix = model, ""
     own = getattr(type(model), "_tp_plan", None)
-    return base_plan | (dict(own) if isinstance(own, Mapping) else {})
+    built = getattr(model, "_tp_plan", None)
+    plan = {**(dict(built) if isinstance(built, Mapping) else {}), **base_plan, **(dict(own) if isinstance(own, Mapping) else {})}
+    embedding = f"{prefix}.embed_tokens" if prefix else "embed_tokens"
+    if plan and isinstance(getattr(base, "embed_tokens", None), nn.Embedding) and embedding not in plan:
+        plan = {embedding: "embedding_rowwise", **plan}
+    return plan
 
 
 def match_plan(model: nn.Module, rules: list[tuple[str, str]], source: str, mp_size: int) -> list[Match]:

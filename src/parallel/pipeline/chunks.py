@@ -8,6 +8,8 @@ holds (the embedding when present, else x is the hidden state; the blocks that a
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any
 
 import torch
@@ -15,13 +17,30 @@ from torch import nn
 
 from strategy import StrategyError
 
-__all__ = ["HuggingFaceChunk", "ModelChunk", "chunk_for", "is_hugging_face_decoder"]
+__all__ = ["HuggingFaceChunk", "ModelChunk", "causal_mask", "chunk_for", "is_hugging_face_decoder"]
 
 
 def is_hugging_face_decoder(model: nn.Module) -> bool:
     inner = getattr(model, "model", None)
     return (getattr(model, "config", None) is not None and hasattr(model, "lm_head") and inner is not None
             and all(hasattr(inner, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")))
+
+
+def causal_mask(config: Any, h: torch.Tensor, positions: torch.Tensor) -> Any:
+    """transformers' causal mask for hidden states `h` with no cache and no padding, as the model itself makes it.
+
+    The cache argument was `past_key_values` through 5.23 and is `cache` from 5.24 (5.24's signature shows only the
+    new name): the name is read from the signature of the version installed.
+    """
+    from transformers.masking_utils import create_causal_mask
+
+    return create_causal_mask(config=config, inputs_embeds=h, attention_mask=None, position_ids=positions,
+                              **{_cache_argument(create_causal_mask): None})
+
+
+@functools.cache
+def _cache_argument(create_causal_mask: Any) -> str:
+    return "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
 
 
 class HuggingFaceChunk(nn.Module):
@@ -35,14 +54,11 @@ class HuggingFaceChunk(nn.Module):
         self.config = pruned.config
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        from transformers.masking_utils import create_causal_mask
-
         inner: Any = self.model
         h = inner.embed_tokens(x) if inner.embed_tokens is not None else x
         positions = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
         # The mask and the rotary embeddings depend only on the shape: every chunk makes its own, nothing travels.
-        mask = create_causal_mask(config=self.config, inputs_embeds=h, attention_mask=None, cache=None,
-                                  position_ids=positions)
+        mask = causal_mask(self.config, h, positions)
         rotary = inner.rotary_emb(h, position_ids=positions)
         for layer in inner.layers:
             if layer is not None:

@@ -3,7 +3,8 @@
 `recompute_configs.checkpoints` holds globs on module names, as plans do ("model.layers.*"); none named means
 every block of the model (Paddle's meaning of a bare `recompute: true`: every decoder layer). Each module's
 forward runs under non-reentrant checkpointing with the RNG state preserved, so dropout draws the same masks
-when the forward is recomputed in the backward.
+when the forward is recomputed in the backward, and without a key/value cache: the replay would append its keys
+to the cache a second time (as transformers' own gradient checkpointing, it runs with use_cache off).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import fnmatch
 import functools
 from typing import Any
 
+import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
@@ -24,6 +26,8 @@ __all__ = ["apply_recompute", "recompute_targets"]
 
 FIELD = "recompute_configs.checkpoints"
 _MARK = "_parallel_recompute"
+# A decoder layer's cache arguments, as transformers has named them (past_key_value before 4.56, cache from 5.24).
+_CACHES = ("past_key_value", "past_key_values", "cache")
 
 
 def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpoints: tuple[str, ...] | None = None) -> list[str]:
@@ -78,6 +82,9 @@ def _wrap(module: nn.Module) -> None:
 
     @functools.wraps(forward)
     def recomputed(*args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled():  # no backward, no replay: the forward runs as it is, cache included
+            return forward(*args, **kwargs)
+        kwargs = {k: None if k in _CACHES else False if k == "use_cache" else v for k, v in kwargs.items()}
         return checkpoint(forward, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)
 
     module.forward = recomputed  # type: ignore[method-assign]
