@@ -8,7 +8,7 @@ import json
 import pytest
 
 import strategy
-from strategy.importers import import_config
+from strategy.importers import import_config, report
 
 
 def entry(imported, key):
@@ -226,6 +226,28 @@ def test_malformed_toml_is_a_located_error(titan):
     with pytest.raises(strategy.StrategyError) as e:
         titan("[parallelism]\ntensor_parallel_degree = = 2\n")
     assert e.value.line == 2 and e.value.message.startswith("invalid TOML")
+
+
+@pytest.mark.parametrize(("text", "key", "reason"), [
+    ("distributed_type: MULTI_GPU\n", "distributed_type",
+     "the data ranks replicate: dp_degree (-1) is inferred at the world size"),
+    ('distributed_type: MULTI_GPU\nmixed_precision: "no"\n', "mixed_precision", "no mixed precision, the strategy's default"),
+    ("distributed_type: MULTI_GPU\nnum_processes: auto\n", "num_processes", None),
+])
+def test_a_value_that_sets_no_field_says_so_instead_of_mapped(acc, text, key, reason):
+    e = entry(acc(text=text), key)
+    if reason is None:  # "auto": filled in at launch, so nothing can be known here
+        assert (e.status, e.fields) == ("unresolved", ()) and '"auto"' in e.reason
+    else:
+        assert (e.status, e.fields, e.reason) == ("nothing to set", (), reason)
+
+
+def test_the_report_line_of_a_value_that_sets_nothing_says_nothing_to_set(acc):
+    imported = acc(text='distributed_type: MULTI_GPU\nmixed_precision: "no"\n', world_size=4)
+    assert report(imported) == [
+        'distributed_type = "MULTI_GPU" -> hybrid_configs.dp_degree, hybrid_configs.sharding_degree',
+        'mixed_precision = "no" -> nothing to set: no mixed precision, the strategy\'s default',
+    ]
 
 
 # --- accelerate ---------------------------------------------------------------------------------------------------------

@@ -34,7 +34,8 @@ def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
     through sep_attention, which checks its heads itself.)"""
     if not is_hugging_face(model):
         return
-    heads = model.config.num_attention_heads
+    config: Any = model.config
+    heads: int = config.num_attention_heads
     if heads % (hcg.mp_size * hcg.sep_size):
         raise StrategyError(
             f"{type(model).__name__} has {heads} attention heads, which mp_degree × sep_degree = {hcg.mp_size} × "

@@ -29,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Read another tool's config (DeepSpeed JSON, torchtitan TOML, accelerate YAML, a Megatron-LM launcher\n"
         "script) and write the strategy it describes: prototxt on standard output, or OUT in the format its\n"
         "extension names (written atomically). Standard error gets one line per setting of the file:\n"
-        "`key = value -> fields`, `-> no counterpart: reason` or `-> unresolved: reason`. Degrees that depend\n"
-        "on the number of ranks need --world-size (accelerate's num_processes is the file's own).",
+        "`key = value -> fields`, `-> nothing to set: reason`, `-> no counterpart: reason` or\n"
+        "`-> unresolved: reason`. Degrees that depend on the number of ranks need --world-size\n"
+        "(accelerate's num_processes is the file's own).",
         "strategy import ds_config.json --world-size 8 -o strategy.yaml",
     )
     p.add_argument("input", metavar="FILE", help="the config to import")

@@ -22,7 +22,8 @@ from .plan import plan
 __all__ = ["KINDS", "STATUSES", "Entry", "Imported", "import_config", "report"]
 
 KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron")
-STATUSES = ("mapped", "unresolved", "no counterpart")
+STATUSES = ("mapped", "nothing to set", "unresolved", "no counterpart")
+NOTHING = STATUSES[1]
 _MEGATRON_FLAG = re.compile(r"--[a-z-]*parallel-size\b")
 
 
@@ -33,8 +34,10 @@ class Entry:
     Attributes:
         key: the dotted key (`zero_optimization.stage`), the flag name without dashes for Megatron.
         value: the value as written (Megatron: the expanded text; a bare flag is true).
-        status: "mapped", "unresolved" or "no counterpart".
-        fields: the dotted strategy fields it set (empty unless mapped).
+        status: "mapped" (it set `fields`), "nothing to set" (understood, and the strategy's defaults already say it:
+            a switch left off, one accumulation step, a backend choice, a file whose entries follow), "unresolved"
+            (it cannot be known here: "auto", the world size) or "no counterpart".
+        fields: the dotted strategy fields it set (never empty when mapped; empty otherwise).
         reason: why (always given unless mapped).
         where: the file, line and column of the key.
     """
@@ -137,13 +140,13 @@ def detect(source: str, text: str) -> str:
 
 
 def report(imported: Imported) -> list[str]:
-    """One line per entry, `key = value -> fields` / `-> no counterpart: reason` / `-> unresolved: reason`, then
-    the tool's assumed defaults (lines without an arrow)."""
+    """One line per entry, `key = value -> fields` / `-> nothing to set: reason` / `-> no counterpart: reason` /
+    `-> unresolved: reason`, then the tool's assumed defaults (lines without an arrow)."""
     text = imported.kind == "megatron"  # a script's values are words: shown as written, unquoted
     lines = [_line(e, text) for e in imported.entries]
     name = _tool(imported.kind, "").name
     for e in imported.assumed:
-        what = ", ".join(e.fields) if e.status == "mapped" and e.fields else e.status
+        what = ", ".join(e.fields) if e.status == "mapped" else e.status
         why = f" ({e.reason})" if e.reason else ""
         lines.append(f"not in the file, {name}'s default {e.key} = {show(e.value)}: {what}{why}")
     return lines
@@ -152,8 +155,6 @@ def report(imported: Imported) -> list[str]:
 def _line(e: Entry, text: bool) -> str:
     head = f"{e.key} = {e.value if text and isinstance(e.value, str) else show(e.value)} ->"
     if e.status == "mapped":
-        if not e.fields:
-            return f"{head} nothing to set: {e.reason}"
         return f"{head} {', '.join(e.fields)}" + (f" ({e.reason})" if e.reason else "")
     return f"{head} {e.status}: {e.reason}"
 
@@ -231,8 +232,9 @@ def _read(tool: Tool, leaf: Leaf, own_key: str, index: int, occurrences: list[Oc
 def _entry(leaf: Leaf, early: Outcome | None, outcomes: list[Outcome], note: str) -> Entry:
     parts = [early] if early is not None else outcomes
     mapped = [o for o in parts if o.status == "mapped"]
-    status = "mapped" if mapped else parts[0].status
     fields = tuple(dict.fromkeys(f for o in mapped for f in o.fields))
+    # Understood but setting no field (a switch left off, a backend choice, degrees another key gives): said so.
+    status = ("mapped" if fields else NOTHING) if mapped else parts[0].status
     reasons = [o.reason for o in parts if o.reason] + ([note] if note and fields else [])
     reason = "; ".join(dict.fromkeys(reasons))
     if status != "mapped" and not reason:

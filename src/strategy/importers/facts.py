@@ -81,6 +81,6 @@ class Occurrence(NamedTuple):
 
 
 class Outcome(NamedTuple):
-    status: str  # "mapped", "unresolved" or "no counterpart"
+    status: str  # "mapped" (set fields, or had nothing to set: the entry tells which), "unresolved" or "no counterpart"
     fields: tuple[str, ...]
     reason: str
