@@ -31,9 +31,10 @@ def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> 
     shape = list(t.shape)
     if isinstance(t, DTensor):  # FSDP2's: placements on its data mesh ("sharding", or "dp" and "sharding")
         for name, placement in zip(t.device_mesh.mesh_dim_names or (), t.placements):
-            placements[dims.index(name)] = placement
+            if name in dims:  # a dim of size 1 is left out of the state mesh: it splits nothing
+                placements[dims.index(name)] = placement
         t = t.to_local()
-    if mp_dim is not None:
+    if mp_dim is not None and hcg.mp_size > 1:
         placements[dims.index("mp")] = Shard(mp_dim)
         shape[mp_dim] *= hcg.mp_size
         _nest(placements, dims, mp_dim, hcg)
@@ -42,13 +43,17 @@ def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> 
 
 
 def state_mesh(hcg: HybridGroup) -> DeviceMesh:
-    """The mesh a tensor of this rank's lives on: the whole mesh, less the pp dim when the model is pipelined (a
-    stage's parameters exist on its own ranks only; the other stages hold other keys)."""
-    if hcg.pp_size == 1:
+    """The mesh a tensor of this rank's lives on: the axes of degree > 1 (size-1 dims split nothing, and each one
+    multiplies the states torch's redistribution planner searches: on the whole 6-D mesh, gathering one FSDP2
+    parameter took seconds), less pp when the model is pipelined (a stage's parameters exist on its own ranks
+    only; the other stages hold other keys)."""
+    names = tuple(hcg.mesh.mesh_dim_names or ())
+    dims = tuple(d for d in names if d != "pp" and getattr(hcg, f"{d}_size") > 1) or names[-1:]
+    if dims == names:
         return hcg.mesh
     cached = _STATE_MESH.get("mesh")
     if cached is None or cached[0] is not hcg.mesh:  # one slice per init (a later init has a mesh of its own)
-        _STATE_MESH["mesh"] = (hcg.mesh, hcg.mesh[tuple(d for d in hcg.mesh.mesh_dim_names or () if d != "pp")])
+        _STATE_MESH["mesh"] = (hcg.mesh, hcg.mesh[dims])
     return _STATE_MESH["mesh"][1]
 
 
@@ -58,6 +63,8 @@ _STATE_MESH: dict[str, tuple[DeviceMesh, DeviceMesh]] = {}
 def _nest(placements: list[Any], dims: tuple[str, ...], mp_dim: int, hcg: HybridGroup) -> None:
     """mp split the tensor first, FSDP2 then split each mp shard: when both split the same dim and sharding comes
     first in the mesh, its split is strided over the mp shards."""
+    if "sharding" not in dims:  # sharding_degree 1: nothing splits the mp shards further
+        return
     k, m = dims.index("sharding"), dims.index("mp")
     mine = placements[k]
     if k < m and isinstance(mine, Shard) and not isinstance(mine, _StridedShard) and mine.dim == mp_dim:
