@@ -37,20 +37,31 @@ proto-check: $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/strategy docs > docs/strategy-reference.md.tmp && mv docs/strategy-reference.md.tmp docs/strategy-reference.md
 
+# The Hugging Face tests on both ends of the supported transformers range (pyproject's hf extra): the oldest release
+# is installed beside the venv and put first on the path; the venv has the newest. `make test` runs, on the oldest,
+# one test of each call whose spelling moved across the range (plans, sequence parallelism, recompute, the pipeline's
+# causal mask, sep's AttentionInterface, checkpoints, the fine-tuning example); test-transformers runs them all.
+TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)
+OLDEST_DIR := $(VENV)/transformers-$(TRANSFORMERS_OLDEST)
+HF_TESTS := tests/test_transformers_versions.py tests/test_parallelize.py tests/test_sep.py tests/test_pipeline.py \
+	tests/test_checkpoint.py tests/test_sharding.py
+HF_RANGE_TESTS := tests/test_transformers_versions.py \
+	tests/test_parallelize.py::test_sequence_parallel_hugging_face_models_match_too \
+	tests/test_parallelize.py::test_recomputing_with_a_padding_mask_gives_the_gradients_of_keeping_the_activations \
+	tests/test_parallelize.py::test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun \
+	tests/test_pipeline.py::test_llama_at_pp2_trains_as_one_process_on_every_schedule \
+	tests/test_sep.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
+	tests/test_checkpoint.py::test_full_state_dict_of_a_parallelised_llama_loads_into_a_plain_one_with_the_same_logits
+
 # Static checks: pyflakes-level lint everywhere, types on the two packages.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench examples fuzz
 	cd src && ../$(VENV)/bin/mypy strategy parallel
 
-test: $(STAMP) proto-check lint
+test: $(STAMP) proto-check lint $(OLDEST_DIR)/.installed
 	$(PY) -m pytest -q
-
-# The Hugging Face tests on both ends of the supported transformers range (pyproject's hf extra): the oldest release,
-# installed beside the venv and put first on the path, then the newest, which the venv has.
-TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)
-OLDEST_DIR := $(VENV)/transformers-$(TRANSFORMERS_OLDEST)
-HF_TESTS := tests/test_transformers_versions.py tests/test_parallelize.py tests/test_sep.py tests/test_pipeline.py \
-	tests/test_checkpoint.py tests/test_sharding.py
+	@echo "== the Hugging Face tests of each moved call, on transformers $(TRANSFORMERS_OLDEST) (the oldest supported)"
+	PYTHONPATH=$(OLDEST_DIR) $(PY) -m pytest -q $(HF_RANGE_TESTS)
 
 $(OLDEST_DIR)/.installed: $(STAMP)
 	rm -rf $(OLDEST_DIR)
