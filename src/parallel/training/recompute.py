@@ -3,14 +3,15 @@
 `recompute_configs.checkpoints` holds globs on module names, as plans do ("model.layers.*"); none named means
 every block of the model (Paddle's meaning of a bare `recompute: true`: every decoder layer). Each module's
 forward runs under non-reentrant checkpointing with the RNG state preserved, so dropout draws the same masks
-when the forward is recomputed in the backward, and without a key/value cache: the replay would append its keys
-to the cache a second time (as transformers' own gradient checkpointing, it runs with use_cache off).
+when the forward is recomputed in the backward, and without a transformers key/value cache: the replay would append
+its keys to the cache a second time (transformers' own gradient checkpointing drops the cache too).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import functools
+import sys
 from typing import Any
 
 import torch
@@ -26,8 +27,6 @@ __all__ = ["apply_recompute", "recompute_targets"]
 
 FIELD = "recompute_configs.checkpoints"
 _MARK = "_parallel_recompute"
-# A decoder layer's cache arguments, as transformers has named them (past_key_value before 4.56, cache from 5.24).
-_CACHES = ("past_key_value", "past_key_values", "cache")
 
 
 def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpoints: tuple[str, ...] | None = None) -> list[str]:
@@ -84,11 +83,17 @@ def _wrap(module: nn.Module) -> None:
     def recomputed(*args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled():  # no backward, no replay: the forward runs as it is, cache included
             return forward(*args, **kwargs)
-        kwargs = {k: None if k in _CACHES else False if k == "use_cache" else v for k, v in kwargs.items()}
+        kwargs = {k: None if _is_kv_cache(v) else v for k, v in kwargs.items()}
         return checkpoint(forward, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)
 
     module.forward = recomputed  # type: ignore[method-assign]
     setattr(module, _MARK, True)
+
+
+def _is_kv_cache(value: Any) -> bool:
+    """A transformers key/value cache (the argument past_key_value(s) or cache, whichever the release names it)."""
+    cache_utils = sys.modules.get("transformers.cache_utils")  # loaded with any transformers model
+    return cache_utils is not None and isinstance(value, cache_utils.Cache)
 
 
 def _suggest(names: list[str]) -> str:
