@@ -38,7 +38,8 @@ docs: $(STAMP)
 	$(VENV)/bin/strategy docs > docs/strategy-reference.md.tmp && mv docs/strategy-reference.md.tmp docs/strategy-reference.md
 
 # The Hugging Face tests on both ends of the supported transformers range (pyproject's hf extra): the oldest release
-# is installed beside the venv and put first on the path; the venv has the newest. `make test` runs, on the oldest,
+# is installed beside the venv with what pip resolves for it (huggingface-hub < 2, its tokenizers, ...), as a user of
+# that release has, and put first on the path; torch and this project come from the venv, which has the newest. `make test` runs, on the oldest,
 # one test of each call whose spelling moved across the range (plans, sequence parallelism, recompute, the pipeline's
 # causal mask, sep's AttentionInterface, checkpoints, the fine-tuning example); test-transformers runs them all.
 TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)

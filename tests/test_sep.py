@@ -46,6 +46,42 @@ def test_a_model_of_ones_own_that_never_calls_sep_attention_is_refused_at_its_fi
         "F.scaled_dot_product_attention), or set sep_degree: 1")}
 
 
+def test_a_first_forward_that_raises_leaves_no_check_behind():
+    """The check's list of sep_attention calls is current only during a checked forward, even one that raised."""
+    from types import SimpleNamespace
+
+    import torch
+    from torch import nn
+
+    import parallel
+    from parallel.sep.attention import CALLS
+    from parallel.sep.required import require_sep_attention
+
+    one = SimpleNamespace(sep_size=1)  # at sep_degree 1 sep_attention is SDPA and reads only the degree
+
+    class Attend(nn.Module):
+        def forward(self, q: torch.Tensor, fail: bool = False) -> torch.Tensor:
+            if fail:
+                raise RuntimeError("out of memory")
+            return parallel.sep_attention(q, q, q, hcg=one)
+
+    model = Attend()
+    require_sep_attention([model], "Attend")
+    q = torch.zeros(1, 2, 4, 8)
+    with pytest.raises(RuntimeError, match="out of memory"):
+        model(q, fail=True)
+    model(q)  # attends through sep_attention: the check passes and goes
+    assert CALLS.get() is None
+    assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_pp_with_sep_is_refused_naming_both_before_any_change(pools):
+    out = pools(4).run(cases.pp_with_sep_refused)[0]
+    assert out == {"field": "hybrid_configs.sep_degree", "unchanged": True, "error": (
+        "hybrid_configs.pp_degree 2 with hybrid_configs.sep_degree 2: the pipeline does not carry sep's global positions "
+        "and shifted labels between stages yet; set one of them to 1")}
+
+
 def test_each_sep2_rank_saves_about_half_the_activations_of_one_process(pools):
     one = pools(1).run(cases.saved_activations, cases.sep_text(1))[0]["saved"]
     half = pools(2).run(cases.saved_activations, cases.sep_text(2))[0]["saved"]

@@ -207,6 +207,19 @@ def own_without_sep_attention(text: str) -> dict:
     return {"error": None}
 
 
+def pp_with_sep_refused() -> dict:
+    """pp_degree 2 with sep_degree 2: parallelize refuses it, naming both, before changing the model."""
+    init(strategy.loads("hybrid_configs { pp_degree: 2 sep_degree: 2 } pipeline_configs { accumulate_steps: 2 }"))
+    model = llama()
+    before = [type(m).__name__ for m in model.modules()]
+    try:
+        parallel.parallelize(model, plan={})
+    except strategy.StrategyError as e:
+        return {"error": str(e), "field": e.field, "unchanged": [type(m).__name__ for m in model.modules()] == before
+                and model.config._attn_implementation != "parallel_sep"}
+    return {"error": None}
+
+
 def saved_activations(text: str) -> dict:
     """Bytes autograd saves for backward in one Llama forward on this rank's rows."""
     hcg = init(strategy.loads(text))

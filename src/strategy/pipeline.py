@@ -44,10 +44,11 @@ DUALPIPEV = Mode("ScheduleDualPipeV", "ScheduleDualPipeV", v=True)  # pp_configs
 # What torch 2.13's constructors demand of n micro-batches over S stages (they raise otherwise; measured):
 _ONE_PER_STAGE = frozenset({"Schedule1F1B", "ScheduleDualPipeV"})  # n >= S
 _IN_ROUNDS = frozenset({"ScheduleInterleaved1F1B", "ScheduleInterleavedZeroBubble"})  # n % max(1, n // pp) == 0
-# With fewer micro-batches than stages, 1F1B's warm-up (pp - 1 - rank forwards) already holds all of them: each rank
-# runs every forward, then every backward, which is GPipe's order. Paddle's 1F1B does exactly that (its startup steps
-# are min(pp - 1 - rank, accumulate_steps)), and GPipe takes any count; DualPipeV has no such reading (Paddle asserts
-# accumulate_steps >= 2 * pp, as DeepSeek's DualPipeV does), so it stays an error.
+# With fewer micro-batches than stages, 1F1B never reaches its steady state: the first stages' warm-up (min(pp - 1 -
+# rank, n) forwards, as Paddle counts them) holds every micro-batch, so the bubble and the first stage's activations
+# are GPipe's, which takes any count (later stages hold up to n micro-batches instead of about one). Paddle runs such a
+# file; torch's Schedule1F1B refuses it. DualPipeV has no such reading (Paddle asserts accumulate_steps >= 2 * pp, as
+# DeepSeek's DualPipeV does), so it stays an error.
 FEW_MICRO_BATCHES = {"Schedule1F1B": "ScheduleGPipe"}
 
 
@@ -112,7 +113,7 @@ def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], po
     mode, chunks = _chunks(mode, via, pp_configs["virtual_pp_degree"], context)
     schedule = mode.single if chunks == 1 or mode.v else mode.looped
     assert schedule is not None  # _chunks gives a mode without a one-chunk schedule two or more
-    schedule = _check_micro_batches(configs, schedule, via, pp, chunks, context, notes)
+    schedule = _fit_micro_batches(configs, schedule, via, pp, chunks, context, notes)
     return {"pp_degree": pp, "micro_batch_size": configs.micro_batch_size, "accumulate_steps": configs.accumulate_steps,
             "virtual_pp_degree": chunks, "schedule": schedule, "placement": "v" if mode.v else "loop"}
 
@@ -177,7 +178,7 @@ def _chunks(mode: Mode, via: str, virtual: int, context: _Context) -> tuple[Mode
     return mode, virtual
 
 
-def _check_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: int, context: _Context,
+def _fit_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: int, context: _Context,
                          notes: list[str]) -> str:
     """The schedule that runs this many micro-batches: `schedule`, or for too few its equivalent that takes them
     (`FEW_MICRO_BATCHES`, with a located warning and a note saying what the bubble costs). Too few where nothing
@@ -191,8 +192,8 @@ def _check_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks:
         if schedule in FEW_MICRO_BATCHES:
             instead = FEW_MICRO_BATCHES[schedule]
             text = (f"{given} is fewer micro-batches than the {stages} stages of {at}, so it runs as {instead} (every "
-                    "forward, then every backward: what 1F1B does with so few), and (pp_degree - 1) / (accumulate_steps + "
-                    f"pp_degree - 1) = {_bubble(n, pp)} of each step is pipeline bubble, the stages waiting on each "
+                    "forward, then every backward), whose bubble is the one 1F1B has with so few: (pp_degree - 1) / "
+                    f"(accumulate_steps + pp_degree - 1) = {_bubble(n, pp)} of each step, the stages waiting on each "
                     f"other; set {path}: {stages} or more to run 1F1B (at {4 * stages}: {_bubble(4 * stages, pp)})")
             notes.append(text)
             if context.problems is None:  # explain shows the note; resolve and validate warn

@@ -30,9 +30,11 @@ def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> 
     placements: list[Placement] = [Replicate()] * len(dims)
     shape = list(t.shape)
     if isinstance(t, DTensor):  # FSDP2's: placements on its data mesh ("sharding", or "dp" and "sharding")
-        for name, placement in zip(t.device_mesh.mesh_dim_names or (), t.placements):
-            if name in dims:  # a dim of size 1 is left out of the state mesh: it splits nothing
+        for name, placement, size in zip(t.device_mesh.mesh_dim_names or (), t.placements, t.device_mesh.shape):
+            if name in dims:
                 placements[dims.index(name)] = placement
+            else:  # left out of the state mesh, which only a dim of size 1 (splitting nothing) may be
+                assert size == 1, f"FSDP2 mesh dim {name!r} of size {size} is not on the state mesh {dims}"
         t = t.to_local()
     if mp_dim is not None and hcg.mp_size > 1:
         placements[dims.index("mp")] = Shard(mp_dim)
@@ -48,7 +50,8 @@ def state_mesh(hcg: HybridGroup) -> DeviceMesh:
     parameter took seconds), less pp when the model is pipelined (a stage's parameters exist on its own ranks
     only; the other stages hold other keys)."""
     names = tuple(hcg.mesh.mesh_dim_names or ())
-    dims = tuple(d for d in names if d != "pp" and getattr(hcg, f"{d}_size") > 1) or names[-1:]
+    kept = tuple(d for d in names if d != "pp")
+    dims = tuple(d for d in kept if getattr(hcg, f"{d}_size") > 1) or kept[-1:]  # one size-1 dim when nothing splits
     if dims == names:
         return hcg.mesh
     cached = _STATE_MESH.get("mesh")

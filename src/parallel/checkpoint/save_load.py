@@ -76,7 +76,7 @@ def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict
             if not torch.is_tensor(value):
                 continue
             shaped = value.shape == owner.shape and value.dim() > 0
-            if not shaped and value.dim() > 0 and getattr(p, SHARD_DIM, None) is not None:
+            if not shaped and value.dim() > 0 and getattr(p, SHARD_DIM, None) is not None and hcg.mp_size > 1:
                 # Per-shard state of another shape (Adafactor's row/column factors) differs across mp ranks:
                 # saved as if replicated it would come back as one rank's values.
                 raise ValueError(f"optimizer state {name}.{key} of shape {list(value.shape)} is not shaped like its "

@@ -119,11 +119,9 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         if hcg.sep_size > 1:  # a Hugging Face model attends through it now; a model of one's own must
             require_sep_attention([model], type(model).__name__)
         return model
-    _, chunks, stages = split_model(model, hcg)
+    _, chunks, stages = split_model(model, hcg)  # (check_cut refused sep_degree > 1 above)
     for chunk in chunks:
         apply_sharding(chunk, hcg=hcg)  # each stage's chunk: its blocks, plus the chunk as the root
-    if hcg.sep_size > 1:
-        require_sep_attention(chunks, type(model).__name__)
     return PipelineModel(model, chunks, stages, hcg, loss_fn)
 
 

@@ -1,7 +1,5 @@
-"""The transformers releases `parallelize` supports, checked before a Hugging Face model is changed.
-
-Hugging Face models are driven through transformers' internals (the causal mask, AttentionInterface, the plans
-post_init builds), which change between releases; outside the tested range a run fails at once, naming both.
+"""The transformers releases `parallelize` supports: Hugging Face models are driven through transformers' internals
+(the causal mask, AttentionInterface, plans), which move between releases, so others are refused before any change.
 """
 
 from __future__ import annotations

@@ -43,6 +43,13 @@ def pipeline_stages(hcg: HybridGroup) -> tuple[int, ...]:
 
 def check_cut(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[range]]:
     """Where `model` is cut and each stage's blocks; StrategyError (nothing changed) when it cannot be."""
+    if hcg.sep_size > 1:
+        # A stage gets micro-batches of whole rows: it would number this sep rank's chunk from position 0 and shift
+        # the labels inside the chunk, training on wrong positions and losing each chunk's last target.
+        raise StrategyError(
+            f"hybrid_configs.pp_degree {hcg.pp_size} with hybrid_configs.sep_degree {hcg.sep_size}: the pipeline does "
+            "not carry sep's global positions and shifted labels between stages yet; set one of them to 1",
+            field="hybrid_configs.sep_degree")
     c = cut(model)
     num_stages = hcg.pp_size * hcg.resolved.pipeline.virtual_pp_degree
     return c, chunk_blocks(c.size, num_stages, f"{type(model).__name__}.{c.blocks}")

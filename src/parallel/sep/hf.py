@@ -16,11 +16,11 @@ from strategy import StrategyError
 
 from ..topology.groups import HybridGroup
 from .attention import sep_attention
+from .required import FIELD
 
 __all__ = ["ATTENTION", "check_heads", "install", "is_hugging_face"]
 
 ATTENTION = "parallel_sep"  # the name under which transformers finds it
-FIELD = "hybrid_configs.sep_degree"
 
 
 def is_hugging_face(model: nn.Module) -> bool:

@@ -14,14 +14,14 @@ from strategy import StrategyError
 
 from .attention import CALLS
 
-__all__ = ["require_sep_attention"]
+__all__ = ["FIELD", "require_sep_attention"]
 
 FIELD = "hybrid_configs.sep_degree"
 
 
 def require_sep_attention(modules: Iterable[nn.Module], name: str) -> None:
-    """Make the first forward of each of `modules` (the model, or a pipeline's chunks of it) raise unless it called
-    `sep_attention`; `name` is the model's class name, for the message."""
+    """Make the first forward of each of `modules` raise unless it called `sep_attention`; `name` is the model's
+    class name, for the message."""
     for module in modules:
         _Check(module, name)
 
@@ -37,11 +37,12 @@ class _Check:
                                                module.register_forward_hook(self.after)]
 
     def before(self, module: nn.Module, args: Any) -> None:
+        self._restore()  # a forward that raised never reached `after`: its list must not stay current
         self.calls = []
         self.token = CALLS.set(self.calls)
 
     def after(self, module: nn.Module, args: Any, output: Any) -> None:
-        CALLS.reset(self.token)
+        self._restore()
         if not self.calls:
             raise StrategyError(
                 f"{FIELD} > 1 gives each rank a chunk of every row, but {self.name}'s forward never called "
@@ -51,3 +52,8 @@ class _Check:
                 "(a drop-in for F.scaled_dot_product_attention), or set sep_degree: 1", field=FIELD)
         for handle in self.handles:  # it attends through sep_attention: nothing more to check
             handle.remove()
+
+    def _restore(self) -> None:
+        if self.token is not None:
+            CALLS.reset(self.token)
+            self.token = None

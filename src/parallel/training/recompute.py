@@ -81,7 +81,7 @@ def _wrap(module: nn.Module) -> None:
 
     @functools.wraps(forward)
     def recomputed(*args: Any, **kwargs: Any) -> Any:
-        if not torch.is_grad_enabled():  # no backward, no replay: the forward runs as it is, cache included
+        if not (module.training and torch.is_grad_enabled()):  # no training backward, no replay (as transformers)
             return forward(*args, **kwargs)
         kwargs = {k: None if _is_kv_cache(v) else v for k, v in kwargs.items()}
         return checkpoint(forward, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)

@@ -22,8 +22,8 @@ from .plan import plan
 __all__ = ["KINDS", "STATUSES", "Entry", "Imported", "import_config", "report"]
 
 KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron")
-STATUSES = ("mapped", "nothing to set", "unresolved", "no counterpart")
-NOTHING = STATUSES[1]
+NOTHING = "nothing to set"  # understood, and the strategy's defaults already say it
+STATUSES = ("mapped", NOTHING, "unresolved", "no counterpart")
 _MEGATRON_FLAG = re.compile(r"--[a-z-]*parallel-size\b")
 
 
@@ -233,8 +233,10 @@ def _entry(leaf: Leaf, early: Outcome | None, outcomes: list[Outcome], note: str
     parts = [early] if early is not None else outcomes
     mapped = [o for o in parts if o.status == "mapped"]
     fields = tuple(dict.fromkeys(f for o in mapped for f in o.fields))
-    # Understood but setting no field (a switch left off, a backend choice, degrees another key gives): said so.
-    status = ("mapped" if fields else NOTHING) if mapped else parts[0].status
+    others = [o.status for o in parts if o.status != "mapped"]
+    # A fact that set nothing (a switch left off, a backend choice, degrees another key gives) says so, unless
+    # another fact of the entry could not be mapped: that one is what the user must look at.
+    status = "mapped" if fields else others[0] if others else NOTHING
     reasons = [o.reason for o in parts if o.reason] + ([note] if note and fields else [])
     reason = "; ".join(dict.fromkeys(reasons))
     if status != "mapped" and not reason:
