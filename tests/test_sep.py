@@ -66,7 +66,7 @@ def test_a_first_forward_that_raises_leaves_no_check_behind():
             return parallel.sep_attention(q, q, q, hcg=one)
 
     model = Attend()
-    require_sep_attention([model], "Attend")
+    require_sep_attention(model)
     q = torch.zeros(1, 2, 4, 8)
     with pytest.raises(RuntimeError, match="out of memory"):
         model(q, fail=True)

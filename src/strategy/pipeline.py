@@ -179,7 +179,7 @@ def _chunks(mode: Mode, via: str, virtual: int, context: _Context) -> tuple[Mode
 
 
 def _fit_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: int, context: _Context,
-                         notes: list[str]) -> str:
+                       notes: list[str]) -> str:
     """The schedule that runs this many micro-batches: `schedule`, or for too few its equivalent that takes them
     (`FEW_MICRO_BATCHES`, with a located warning and a note saying what the bubble costs). Too few where nothing
     equivalent runs them, or a count the rounds do not divide: an error naming what works."""

@@ -117,7 +117,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     if hcg.pp_size == 1:
         apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them
         if hcg.sep_size > 1:  # a Hugging Face model attends through it now; a model of one's own must
-            require_sep_attention([model], type(model).__name__)
+            require_sep_attention(model)
         return model
     _, chunks, stages = split_model(model, hcg)  # (check_cut refused sep_degree > 1 above)
     for chunk in chunks:

@@ -19,7 +19,7 @@ from ..topology.groups import HybridGroup, current
 
 __all__ = ["CALLS", "heads_to_sequence", "sep_attention", "sequence_to_heads"]
 
-# A forward that must attend through sep_attention sets a list here; each call appends to it (sep.hf's check).
+# A forward that must attend through sep_attention sets a list here; each call appends to it (sep.required's check).
 CALLS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("sep_attention_calls", default=None)
 
 

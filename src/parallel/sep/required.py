@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from torch import nn
@@ -19,11 +18,9 @@ __all__ = ["FIELD", "require_sep_attention"]
 FIELD = "hybrid_configs.sep_degree"
 
 
-def require_sep_attention(modules: Iterable[nn.Module], name: str) -> None:
-    """Make the first forward of each of `modules` raise unless it called `sep_attention`; `name` is the model's
-    class name, for the message."""
-    for module in modules:
-        _Check(module, name)
+def require_sep_attention(model: nn.Module) -> None:
+    """Make the first forward of `model` raise unless it called `sep_attention`."""
+    _Check(model, type(model).__name__)
 
 
 class _Check:
