@@ -175,3 +175,4 @@ def paddle_4d_fine_tunes(path: str, steps: int) -> dict:
     return {"losses": summary["losses"], "stages": list(model.stage_ids), "degrees": hcg.resolved.degrees,
             "stage": hcg.resolved.sharding.stage, "amp": hcg.resolved.amp.dtype,
             "units": sorted(n for n, m in model.module.named_modules() if getattr(m, "_parallel_recompute", False))}
+

@@ -23,6 +23,7 @@ from ..tensor.data import broadcast_data
 from ..topology.groups import HybridGroup
 from ..topology.guard import guard
 from .chunks import chunk_for, is_hugging_face_decoder
+from .evaluation import ForwardOnlyV, needs_forward_only_v
 from .split import Cut, chunk_blocks, cut, prune, skeleton
 
 __all__ = ["LossFn", "PipelineModel", "check_cut", "next_token_loss", "pipeline_stages", "split_model"]
@@ -93,6 +94,9 @@ class PipelineModel:
         self.accumulate_steps = settings.accumulate_steps
         self.micro_batch_size = settings.micro_batch_size
         self._schedule: Any = None
+        self._eval_schedule: Any = None
+        # torch's V schedules cannot evaluate forward only (evaluation.py): eval runs a schedule of its own there.
+        self._eval_apart = needs_forward_only_v(settings.placement)
         self._scale = 1.0
 
     # -- the whole model's face -------------------------------------------------------------------------
@@ -123,7 +127,9 @@ class PipelineModel:
 
     @torch.no_grad()
     def eval_batch(self, data: tuple[torch.Tensor, torch.Tensor]) -> float:
-        """The mean micro-batch loss of `data`, without a step (on every rank)."""
+        """The mean micro-batch loss of `data`, without a step and without changing a parameter (on every rank). Runs
+        the training schedule forward only, except on a V (DualPipeV, ZBV), whose torch schedule cannot: there the
+        same stages in the same V run `evaluation.ForwardOnlyV`."""
         self.module.eval()
         return self._run(data, train=False)
 
@@ -141,7 +147,7 @@ class PipelineModel:
                 (inputs,) = broadcast_data(inputs, hcg=self.hcg)
             if self.last:
                 (labels,) = broadcast_data(labels, hcg=self.hcg)
-        schedule = self._schedule_or_build()
+        schedule = self._schedule_or_build() if train or not self._eval_apart else self._eval_schedule_or_build()
         losses: list[torch.Tensor] = []
         args = (inputs,) if self.first else ()
         target = labels if self.last else None
@@ -156,15 +162,26 @@ class PipelineModel:
 
     def _schedule_or_build(self) -> Any:
         if self._schedule is None:
-            device = torch.device("cuda", torch.cuda.current_device()) if self.hcg.mesh.device_type == "cuda" \
-                else torch.device("cpu")
-            stages = [PipelineStage(chunk, s, self.num_stages, device, group=self.hcg.pp_p2p_group)
-                      for chunk, s in zip(self.chunks, self.stage_ids)]
-            n, fn = self.accumulate_steps, self.loss_fn
-            cls = getattr(schedules, self.hcg.resolved.pipeline.schedule)
-            # Each micro-batch's loss is divided by their number, so the summed gradients are the mean's (also
-            # into main_grad, which the schedule's own scaling would miss).
-            stage_arg: Any = stages[0] if issubclass(cls, schedules.PipelineScheduleSingle) else stages
-            self._schedule = cls(stage_arg, n_microbatches=n, loss_fn=lambda out, y: fn(out, y) * (self._scale / n),
-                                 scale_grads=False)
+            self._schedule = self._build(getattr(schedules, self.hcg.resolved.pipeline.schedule))
         return self._schedule
+
+    def _eval_schedule_or_build(self) -> Any:
+        """A V's forward-only schedule over stages of its own: the training schedule's stages and state stay as they
+        are (see `evaluation`)."""
+        if self._eval_schedule is None:
+            self._eval_schedule = self._build(ForwardOnlyV)
+        return self._eval_schedule
+
+    def _build(self, cls: Any) -> Any:
+        device = torch.device("cuda", torch.cuda.current_device()) if self.hcg.mesh.device_type == "cuda" \
+            else torch.device("cpu")
+        stages = [PipelineStage(chunk, s, self.num_stages, device, group=self.hcg.pp_p2p_group)
+                  for chunk, s in zip(self.chunks, self.stage_ids)]
+        n, fn = self.accumulate_steps, self.loss_fn
+        # Each micro-batch's loss is divided by their number, so the summed gradients are the mean's (also into
+        # main_grad, which the schedule's own scaling would miss), and the summed losses are the mean.
+        loss_fn = lambda out, y: fn(out, y) * (self._scale / n)  # noqa: E731
+        if cls is ForwardOnlyV:
+            return cls(stages, n, loss_fn)
+        stage_arg: Any = stages[0] if issubclass(cls, schedules.PipelineScheduleSingle) else stages
+        return cls(stage_arg, n_microbatches=n, loss_fn=loss_fn, scale_grads=False)
