@@ -19,8 +19,12 @@ from hypothesis import strategies as st
 import strategy
 from conftest import PADDLE_FILES
 from strategies import messages
-from strategy import formats, jsondirect, jsonlocate, rules, textdirect, yamldirect
-from strategy.direct import Positions
+from strategy.formats import codec as formats
+from strategy.formats.json import direct as jsondirect, locate as jsonlocate
+from strategy.formats.text import direct as textdirect
+from strategy.formats.yaml import direct as yamldirect
+from strategy.schema import rules
+from strategy.formats.direct import Positions
 from strategy.errors import StrategyError
 
 _READERS = {"prototxt": textdirect, "json": jsondirect, "yaml": yamldirect}

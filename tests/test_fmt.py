@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import strategy
 from strategies import messages
-from strategy.textfmt import format_text
+from strategy.formats.text.fmt import format_text
 from test_cli_check import strategy_cli
 
 MESSY = """# Strategy for 2 ranks

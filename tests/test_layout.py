@@ -1,16 +1,41 @@
-"""The runtime's layout: each subpackage imports only those below it, and no two modules import each other."""
+"""The packages' layout: each subpackage imports only those below it, and no two modules import each other."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 import parallel
+import strategy
 
-ROOT = Path(parallel.__file__).parent
-# Lowest first: a subpackage may import from those before it, never from those after.
-LAYERS = ("topology", "tensor", "sharding", "pipeline", "sep", "training", "checkpoint", "compose")
-LEAVES = ("blocks", "introspect")  # plain modules with no import of the package
+
+class Package(NamedTuple):
+    root: Path
+    layers: tuple[str, ...]  # lowest first: a subpackage may import from those before it, never from those after
+    leaves: tuple[str, ...]  # plain modules beside the subpackages, importing none of them
+    top: tuple[str, ...] = ()  # plain modules that may import any of them
+
+
+PACKAGES = {
+    "parallel": Package(Path(parallel.__file__).parent,
+                        ("topology", "tensor", "sharding", "pipeline", "sep", "training", "checkpoint", "compose"),
+                        ("blocks", "introspect")),
+    # formats above resolution: a loaded file is resolved, resolution never reads a file.
+    "strategy": Package(Path(strategy.__file__).parent, ("schema", "resolution", "formats", "importers", "cli"),
+                        ("errors", "atomic"), ("__main__",)),
+}
+ROOT = PACKAGES["parallel"].root  # what the helpers below read; each test sets it to the package it checks
+
+
+@pytest.fixture(params=sorted(PACKAGES))
+def package(request) -> Package:
+    global ROOT
+    ROOT = PACKAGES[request.param].root
+    yield PACKAGES[request.param]
+    ROOT = PACKAGES["parallel"].root
 
 
 def _module(path: Path) -> str:
@@ -37,24 +62,35 @@ def _graph() -> dict[str, set[str]]:
     return {_module(p): _imports(p) for p in ROOT.rglob("*.py") if _module(p)}
 
 
-def test_every_runtime_module_lives_in_a_subpackage_or_is_a_leaf():
+def test_every_module_lives_in_a_subpackage_or_is_a_leaf(package):
     loose = sorted(p.stem for p in ROOT.glob("*.py") if p.stem != "__init__")
-    assert set(loose) <= set(LEAVES), f"modules outside a subpackage: {sorted(set(loose) - set(LEAVES))}"
-    assert {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(LAYERS)
+    allowed = set(package.leaves) | set(package.top)
+    assert set(loose) <= allowed, f"modules outside a subpackage: {sorted(set(loose) - allowed)}"
+    assert {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == set(package.layers)
 
 
-def test_subpackages_import_only_downwards():
+def test_subpackages_import_only_downwards_and_leaves_import_none(package):
+    layers = package.layers
     for module, imported in _graph().items():
         layer = module.split(".")[0]
-        if layer not in LAYERS:
+        if module in package.leaves:
+            assert not {t for t in imported if t.split(".")[0] in layers}, f"{module} is a leaf but imports {imported}"
+        if layer not in layers:
             continue
         for target in imported:
             other = target.split(".")[0]
-            if other in LAYERS:
-                assert LAYERS.index(other) <= LAYERS.index(layer), f"{module} imports {target}, which is above it"
+            if other in layers:
+                assert layers.index(other) <= layers.index(layer), f"{module} imports {target}, which is above it"
+            assert other not in package.top, f"{module} imports {target}, which is above it"
 
 
-def test_no_import_cycles():
+def test_every_subpackage_says_what_it_is_for(package):
+    for init in ROOT.rglob("__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        assert doc and len(doc.splitlines()[0]) > 20, f"{init.relative_to(ROOT)} has no docstring saying what it is for"
+
+
+def test_no_import_cycles(package):
     graph = {m: {t for t in ts if t in _graph_keys()} - {m} for m, ts in _graph().items()}
     # Package __init__ files re-export their modules; a cycle through one is not a cycle between files.
     graph = {m: {t for t in ts if not _is_package(t)} for m, ts in graph.items() if not _is_package(m)}

@@ -41,6 +41,8 @@ def test_a_plain_install_ships_the_generated_code_in_our_namespace(tmp_path):
                      "strategy/_generated/distributed_strategy.desc"]:
         assert expected in files
     assert not any(f.startswith(("generated/", "distributed_strategy_pb2")) for f in files)
+    sources = {p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src").rglob("*.py")}
+    assert sources <= files, f"pyproject's packages leave out {sorted(sources - files)}"
     code = (
         "import strategy, sys; from strategy import schema; "
         "assert strategy.__file__.startswith(sys.argv[1]), strategy.__file__; "

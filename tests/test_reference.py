@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import ROOT
 from strategy import schema
-from strategy.reference import reference
+from strategy.schema.reference import reference
 from test_paddle_schema import PADDLE
 
 

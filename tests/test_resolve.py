@@ -211,10 +211,12 @@ def test_every_mp_setting_of_an_inactive_mp_group_is_noted_and_its_plan_applies_
 
 
 def test_positions_survive_other_loads_while_the_message_is_used():
+    from strategy.schema import support
+
     s = strategy.loads("hybrid_configs {\n cp_degree: 2\n}")
     for _ in range(40):
         strategy.loads("")
-        support_recall = strategy.support.recall(s)  # using it keeps it
+        support_recall = support.recall(s)  # using it keeps it
     assert support_recall.positions
     with pytest.raises(StrategyError, match=r"^<string>:2:2: hybrid_configs.cp_degree = 2 is not implemented"):
         strategy.resolve(s, world_size=2)
@@ -265,7 +267,7 @@ def _descriptors(desc, seen):
 @given(messages())
 def test_the_review_asking_only_loud_fields_says_what_the_full_walk_says(msg):
     """An active, implemented message of a type with few fields that can say anything is asked only for those."""
-    from strategy import support
+    from strategy.schema import support
 
     def said(review):
         return review.notes, review.effects, [(f.path, str(f.error)) for f in review.unsupported]

@@ -6,6 +6,7 @@ import pytest
 
 import strategy
 from strategy import schema
+from strategy._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 
 from test_paddle_schema import PADDLE
 
@@ -76,6 +77,20 @@ def test_every_field_has_documentation_from_the_proto_comments():
     for path, field in schema.walk():
         assert len(schema.doc(field)) > 20, path
     assert "requires mp_async_allreduce" in schema.doc(schema.field_by_path("hybrid_configs.mp_configs.mp_skip_c_identity")[-1]).lower()
+
+
+def test_every_fields_doc_agrees_with_its_support_status():
+    """The docs come from the proto comments, the status from the (support) option: both are written by hand, so a
+    field implemented after its comment was written (amp, recompute, gradient_merge once) is caught here."""
+    says = {IMPLEMENTED: None, NOT_IMPLEMENTED: "not implemented", NO_EFFECT: "no effect"}
+    wrong = []
+    for path, field in schema.walk():
+        status, text = schema.option(field, "support"), schema.doc(field).lower()
+        if status == IMPLEMENTED and "not implemented" in text:
+            wrong.append(f"{path}: implemented, but its doc says it is not")
+        elif status != IMPLEMENTED and says[status] not in text:
+            wrong.append(f"{path}: {says[status]}, but its doc does not say so")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_public_classes_are_the_generated_ones():

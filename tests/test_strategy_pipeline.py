@@ -14,8 +14,8 @@ from conftest import ROOT
 from pipeline_texts import DUALPIPEV_HINT, error_of, pipe, resolve
 from strategy import PipelineSettings, StrategyError
 from strategy.cli import main
-from strategy.pipeline import DUALPIPEV, MODES, describe
-from strategy.reference import reference
+from strategy.resolution.pipeline import DUALPIPEV, MODES, describe
+from strategy.schema.reference import reference
 
 LLAMA_4D = ROOT.parent / "shared" / "fixtures" / "paddle-hybrid" / "llama_4d.prototxt"
 
@@ -293,10 +293,10 @@ def test_no_warning_for_a_clean_pipeline():
         resolve(pipe(steps=4, mode="ZBH1", virtual=2), 2)
 
 
-# -- the README's table --------------------------------------------------------------------------------------------
+# -- docs/pipelines.md's table -------------------------------------------------------------------------------------
 
-def test_the_readmes_schedule_table_is_the_mapping():
-    lines = (ROOT / "README.md").read_text().splitlines()
+def test_the_pipeline_guides_schedule_table_is_the_mapping():
+    lines = (ROOT / "docs" / "pipelines.md").read_text().splitlines()
     cells = {row[0]: row[1] for row in ([c.strip() for c in line.strip("|").split("|")] for line in lines
                                         if line.startswith("| `schedule_mode: ") or line.startswith("| `pp_configs."))}
     expected = {f'`schedule_mode: "{name}"`': describe(mode) for name, mode in MODES.items()}

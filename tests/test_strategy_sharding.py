@@ -11,8 +11,8 @@ import strategy
 from conftest import ROOT
 from strategy import StrategyError
 from strategy.cli import main
-from strategy.json_schema import json_schema
-from strategy.reference import reference
+from strategy.schema.json_schema import json_schema
+from strategy.schema.reference import reference
 
 LLAMA_4D = ROOT.parent / "shared" / "fixtures" / "paddle-hybrid" / "llama_4d.prototxt"
 

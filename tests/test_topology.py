@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import strategy
-from strategy import StrategyError, Topology, layout
-from strategy.topology import complete_order
+from strategy import StrategyError, Topology
+from strategy.resolution import layout
+from strategy.resolution.topology import complete_order
 
 from test_cli_check import strategy_cli
 

@@ -13,16 +13,16 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from ._generated.distributed_strategy_pb2 import DistributedStrategy
     from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig
     from .errors import StrategyError, StrategyWarning
-    from .explain import explain
-    from .formats import EXTENSIONS, FORMATS
+    from .resolution.explain import explain
+    from .formats.codec import EXTENSIONS, FORMATS
     from .importers import Imported, import_config
-    from .io import dump, dumps, from_dict, load, loads, to_dict
-    from .memory import ModelStateBytes, ModelStateMemory
-    from .resolution import TP_STYLES, resolve
-    from .resolved import Resolved
-    from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
+    from .formats.io import dump, dumps, from_dict, load, loads, to_dict
+    from .resolution.memory import ModelStateBytes, ModelStateMemory
+    from .resolution.resolver import TP_STYLES, resolve
+    from .resolution.resolved import Resolved
+    from .resolution.settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
                            ShardingSettings)
-    from .topology import Topology
+    from .resolution.topology import Topology
 
 # Public name -> the submodule that defines it.
 _WHERE = {
@@ -31,29 +31,29 @@ _WHERE = {
     "MpConfig": "._generated.hybrid_parallel_pb2",
     "StrategyError": ".errors",
     "StrategyWarning": ".errors",
-    "explain": ".explain",
-    "EXTENSIONS": ".formats",
-    "FORMATS": ".formats",
+    "explain": ".resolution.explain",
+    "EXTENSIONS": ".formats.codec",
+    "FORMATS": ".formats.codec",
     "Imported": ".importers",
     "import_config": ".importers",
-    "dump": ".io",
-    "dumps": ".io",
-    "from_dict": ".io",
-    "load": ".io",
-    "loads": ".io",
-    "to_dict": ".io",
-    "ModelStateBytes": ".memory",
-    "ModelStateMemory": ".memory",
-    "TP_STYLES": ".resolution",
-    "Resolved": ".resolved",
-    "resolve": ".resolution",
-    "AmpSettings": ".settings",
-    "GradientMergeSettings": ".settings",
-    "MpSettings": ".settings",
-    "PipelineSettings": ".settings",
-    "RecomputeSettings": ".settings",
-    "ShardingSettings": ".settings",
-    "Topology": ".topology",
+    "dump": ".formats.io",
+    "dumps": ".formats.io",
+    "from_dict": ".formats.io",
+    "load": ".formats.io",
+    "loads": ".formats.io",
+    "to_dict": ".formats.io",
+    "ModelStateBytes": ".resolution.memory",
+    "ModelStateMemory": ".resolution.memory",
+    "TP_STYLES": ".resolution.resolver",
+    "Resolved": ".resolution.resolved",
+    "resolve": ".resolution.resolver",
+    "AmpSettings": ".resolution.settings",
+    "GradientMergeSettings": ".resolution.settings",
+    "MpSettings": ".resolution.settings",
+    "PipelineSettings": ".resolution.settings",
+    "RecomputeSettings": ".resolution.settings",
+    "ShardingSettings": ".resolution.settings",
+    "Topology": ".resolution.topology",
 }
 
 __all__ = [

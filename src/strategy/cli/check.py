@@ -12,7 +12,7 @@ from ..errors import StrategyError
 from .common import add_format, add_params, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
 
 if TYPE_CHECKING:
-    from ..resolved import Resolved
+    from ..resolution.resolved import Resolved
 
 __all__ = ["format_resolved", "register"]
 
@@ -71,7 +71,8 @@ def _field_help() -> str:
     """Every field's path, default and documentation, from the comments in the .proto."""
     import textwrap
 
-    from .. import schema, support
+    from .. import schema
+    from ..schema import support
 
     out = []
     for path, field in schema.walk():
@@ -98,7 +99,7 @@ def format_resolved(resolved: Resolved) -> str:
 
 def _resolved(path: str, args: argparse.Namespace) -> Resolved:
     """Load (with the rules checked and warned once, there) and resolve; errors name the file."""
-    from ..resolution import resolve_with_reasons
+    from ..resolution.resolver import resolve_with_reasons
 
     s = read(path, args.from_, overrides=args.overrides, policy=args.policy)
     with _naming(path):
@@ -118,7 +119,7 @@ def _naming(path: str) -> Iterator[None]:
 
 def _validate(args: argparse.Namespace) -> int:
     """Every file, and every problem in each (not just the first), in file order."""
-    from ..resolution import check
+    from ..resolution.resolver import check
 
     failed = 0
     for path in args.files:
@@ -144,7 +145,7 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from ..explain import explain
+    from ..resolution.explain import explain
 
     s = read(args.file, args.from_, overrides=args.overrides, requires=False)
     with _naming(args.file):

@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ..errors import StrategyError
-from ..formats import FORMATS, format_for, serialize
-from ..io import load_bytes, problems, read_bytes
-from ..rules import POLICIES
-from ..support import show_scalar
+from ..formats.codec import FORMATS, format_for, serialize
+from ..formats.io import load_bytes, problems, read_bytes
+from ..schema.rules import POLICIES
+from ..schema.support import show_scalar
 
 if TYPE_CHECKING:
     from .._generated.distributed_strategy_pb2 import DistributedStrategy

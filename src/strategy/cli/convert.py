@@ -7,8 +7,9 @@ import sys
 
 from google.protobuf.message import Message
 
-from .. import rules, schema
-from ..io import to_dict
+from ..schema import rules
+from .. import schema
+from ..formats.io import to_dict
 from .common import add_format, add_policy, add_set, read, show_value, subparser, write
 
 __all__ = ["register"]

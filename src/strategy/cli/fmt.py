@@ -7,8 +7,8 @@ import sys
 
 from ..atomic import write_atomic
 from ..errors import StrategyError
-from ..formats import decode
-from ..io import read_bytes
+from ..formats.codec import decode
+from ..formats.io import read_bytes
 from .common import subparser
 
 __all__ = ["register"]
@@ -54,6 +54,6 @@ def _fmt(args: argparse.Namespace) -> int:
 
 
 def _format_text(text: str, path: str) -> str:
-    from ..textfmt import format_text  # only when formatting: every other command starts without it
+    from ..formats.text.fmt import format_text  # only when formatting: every other command starts without it
 
     return format_text(text, path)

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "strategy docs > docs/strategy-reference.md",
     )
     r.add_argument("--imports", action="store_true",
-                   help="print the mapping table of `strategy import` instead (the README's, from the importers' rules)")
+                   help="print the mapping table of `strategy import` instead (docs/importing.md's, from the importers' rules)")
     r.set_defaults(run=_docs)
 
     d = subparser(
@@ -71,7 +71,7 @@ def _legacy_env_names() -> str:
 def _schema(args: argparse.Namespace) -> int:
     import json
 
-    from ..json_schema import json_schema  # only for this command
+    from ..schema.json_schema import json_schema  # only for this command
 
     print(json.dumps(json_schema(), indent=2))
     return 0
@@ -83,7 +83,7 @@ def _docs(args: argparse.Namespace) -> int:
 
         sys.stdout.write(markdown())
         return 0
-    from ..reference import reference
+    from ..schema.reference import reference
 
     sys.stdout.write(reference())
     return 0
@@ -109,7 +109,8 @@ def _defaults(args: argparse.Namespace) -> int:
 
 
 def _migrate_env(args: argparse.Namespace) -> int:
-    from .. import rules, schema
+    from ..schema import rules
+    from .. import schema
     from .._generated.distributed_strategy_pb2 import DistributedStrategy
 
     s = read(args.merge, requires=False) if args.merge else DistributedStrategy()

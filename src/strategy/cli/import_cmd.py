@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..formats import format_for
+from ..formats.codec import format_for
 from .common import STDIO, subparser, write
 
 __all__ = ["register"]

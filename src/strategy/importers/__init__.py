@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from ..errors import Location, StrategyError
-from ..formats import decode
-from ..io import from_dict, read_bytes
+from ..formats.codec import decode
+from ..formats.io import from_dict, read_bytes
 from .common import AUTO, Leaf, NoCounterpart, Nothing, Tool, Unexpanded, located, show
 from .facts import Occurrence, Outcome
 from .plan import plan
@@ -126,8 +126,8 @@ def detect(source: str, text: str) -> str:
     if ext == ".json":
         return "deepspeed"
     if ext in (".yaml", ".yml"):
-        from ..tree import Mapping
-        from ..yamlread import parse
+        from ..formats.tree import Mapping
+        from ..formats.yaml.located import parse
 
         root = parse(text, source)
         if isinstance(root, Mapping) and {key for key, _, _ in root.items} & {"distributed_type", "compute_environment"}:

@@ -131,7 +131,7 @@ RULES = (
 
 
 def _leaves(text: str, source: str) -> list[Leaf]:
-    from ..yamlread import parse
+    from ..formats.yaml.located import parse
 
     return list(flatten(parse(text, source)))
 

@@ -1,7 +1,7 @@
 """What every importer shares: rules as data, the value readers they name, and a parsed file flattened into leaves.
 
 A tool module is a list of `Rule`s (a key pattern, the fact it states, how its value reads, the source that says so);
-`plan` turns the facts into strategy fields, and `table` prints the same rules as the README's mapping table.
+`plan` turns the facts into strategy fields, and `table` prints the same rules as docs/importing.md's mapping table.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..errors import Location, StrategyError
-from ..tree import Mapping as TreeMapping, Node, Scalar, Sequence as TreeSequence
+from ..formats.tree import Mapping as TreeMapping, Node, Scalar, Sequence as TreeSequence
 
 __all__ = ["AUTO", "CLIP", "OFFLOAD", "SCALE_FLOOR", "SELECTIVE", "Leaf", "NoCounterpart", "Nothing", "Reader", "Rule", "Tool", "Unexpanded", "choice", "const",
            "flatten", "integer", "number", "show", "truth"]

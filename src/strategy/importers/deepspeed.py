@@ -129,7 +129,7 @@ RULES = (
 
 
 def _leaves(text: str, source: str) -> list[Leaf]:
-    from ..jsonread import parse
+    from ..formats.json.located import parse
 
     return list(flatten(parse(text, source)))
 

@@ -1,4 +1,4 @@
-"""The README's mapping table for `strategy import`, printed from the importers' own rules (`strategy docs --imports`)."""
+"""docs/importing.md's mapping table for `strategy import`, printed from the importers' own rules (`strategy docs --imports`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,1 @@
+"""YAML: the direct reader for the block style, and the located reader (PyYAML safe nodes) that owns the errors."""

@@ -1,0 +1,441 @@
+"""Resolution: from what a file says to what the runtime does (degrees checked, dependent flags gated).
+
+Loading is lossless; only here are flags that cannot take effect turned off, each with a note saying why.
+"""
+
+# Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
+# compiled at class creation, which every `strategy` command pays at start.
+
+import functools
+import operator
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from google.protobuf.descriptor import FieldDescriptor
+
+from . import layout, pipeline
+from ..schema import rules, support
+from .. import schema
+from .._generated.distributed_strategy_pb2 import DistributedStrategy
+from .._generated.hybrid_parallel_pb2 import DygraphShardingConfig, HybridConfig, MpConfig, PpConfig, TpRule, TpStyle
+from .._generated.strategy_options_pb2 import IMPLEMENTED
+from ..errors import StrategyError, warn
+
+if TYPE_CHECKING:
+    from .resolved import Resolved
+    from .settings import AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings
+
+__all__ = ["TP_STYLES", "AmpSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
+           "Resolved", "ShardingSettings", "check", "resolve", "resolve_with_reasons"]
+
+
+def __getattr__(name: str) -> Any:
+    """The result types, imported when first named: checking a strategy needs none of them."""
+    if name == "Resolved":
+        from .resolved import Resolved
+
+        return Resolved
+    if name in __all__:
+        from . import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+# The tensor-parallel styles a plan may name, as Hugging Face spells them ("colwise", ...): from the schema.
+TP_STYLES: tuple[str, ...] = tuple(v.name.lower() for v in TpStyle.DESCRIPTOR.values if v.number > 0)
+
+
+def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict") -> "Resolved":
+    """Check `s` against the world size and work out the effective settings.
+
+    Args:
+        world_size: number of ranks; None reads WORLD_SIZE from the environment when set, else takes the
+            product of the explicit degrees (an inferred dp_degree then becomes 1, with a note).
+        policy: "strict" raises when a flag's `requires` rule is broken, or when a field this project does not
+            implement is set to anything but its default; "warn" warns, turns the flag off and resolves the
+            unimplemented field as if it were left at its default.
+
+    Raises:
+        StrategyError: a not-implemented setting (located at its file:line:col when `s` came from `load`, every
+            such setting listed), or degrees that do not multiply to the world size.
+
+    Example::
+
+        r = strategy.resolve(strategy.load("tp.prototxt"), world_size=4)
+        r.mp.async_allreduce, r.notes
+    """
+    resolved = _resolve(s, world_size, policy, True, None, None, build=True)[0]
+    assert resolved is not None
+    return resolved
+
+
+def resolve_with_reasons(
+    s: DistributedStrategy,
+    *,
+    world_size: int | None = None,
+    policy: str = "strict",
+    requires: bool = True,
+    unsupported: str | None = None,
+    problems: list[StrategyError] | None = None,
+) -> "tuple[Resolved, dict[str, str]]":
+    """`resolve`, plus why each gated flag is off, by dotted path, whether or not the file set it (for explain).
+
+    `requires=False` resolves a file that breaks a `requires` rule as the warn policy does, without warning.
+    `unsupported="report"` resolves not-implemented settings as the warn policy does, without warning (explain
+    shows them from `support.review`). With `problems`, a pipeline that cannot run (a schedule torch lacks, too few
+    micro-batches) is appended there and resolved as near as it can be, instead of raised.
+    """
+    resolved, reasons = _resolve(s, world_size, policy, requires, unsupported, problems, build=True)
+    assert resolved is not None
+    return resolved, reasons
+
+
+def check(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict", requires: bool = True) -> None:
+    """Raise what `resolve` would raise (under `requires=False`, as `resolve_with_reasons`), without building the
+    effective settings: `strategy validate`."""
+    _resolve(s, world_size, policy, requires, None, None, build=False)
+
+
+def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requires: bool, unsupported: str | None,
+             problems: list[StrategyError] | None, *, build: bool) -> "tuple[Resolved | None, dict[str, str]]":
+    """Every check resolution makes; with `build`, the effective settings too (nothing they hold can fail)."""
+    rules.check_policy(policy)
+    loaded = support.recall(s)
+    # Checked at load under this policy (or the stricter one) and unchanged since: the rules passed, and under
+    # "warn" their warnings were given there. Else (built in code, changed, loaded leniently) check now.
+    if loaded.checked not in ("strict", policy):
+        rules.check(s, loaded.positions, policy=policy, source=loaded.source or "<resolve>", requires=requires)
+    _warn_legacy_env()
+    layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
+    review = support.review(s, positions=loaded.positions, source=loaded.source)
+    reasons: dict[str, str] = {}
+    mode = unsupported or policy
+    if review.unsupported:
+        if mode == "strict":
+            raise support.combined(review.unsupported)
+        for finding in review.unsupported:
+            if mode == "warn":
+                warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=4)
+        s = support.effective(s, [f.path for f in review.unsupported])
+    plan = _plan()
+    notes: list[str] = list(review.notes)
+    hybrid = getattr(s, plan.hybrid)
+    degrees = layout.degrees(hybrid, world_size, notes)
+    order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
+    effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
+    pipe = pipeline.settings(s, degrees, effective[plan.pp], loaded.positions, loaded.source, policy=policy,
+                             notes=notes, problems=problems)
+    if not build:
+        return None, reasons
+    types = _types()
+    nccl = layout.nccl(hybrid, degrees, notes)
+    active = plan.mp_group.active(degrees)  # a plan splits nothing at mp_degree 1 (noted by the review)
+    # A group's configs left out: the settings of its defaults, gated or not, built once (`_Types`).
+    mp = types.mp(**effective[plan.mp]) if hybrid.HasField(plan.mp) else types.mp_unset[active]
+    if hybrid.HasField(plan.sharding):
+        sharding_flags = effective[plan.sharding]
+        sharding = types.sharding(**{k: sharding_flags[k] for k in types.sharding_fields})
+    else:
+        sharding = types.sharding_unset[plan.sharding_group.active(degrees)]
+    rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
+    tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
+    fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
+    return types.resolved(**fields_, order=order, mp=mp, sharding=sharding,
+                          pipeline=types.no_pipeline if pipe is None else types.pipeline(**pipe), nccl=nccl,
+                          tp_plan=tp_plan, notes=tuple(notes)), reasons
+
+
+class _Flag(NamedTuple):
+    name: str
+    setting: str  # the settings attribute: the field name without an `mp_` prefix
+    is_bool: bool
+    requires: str | None
+    requires_setting: str | None  # the settings attribute of the flag it requires
+
+
+class _Group(NamedTuple):
+    """A HybridConfig message whose settings take effect only while its degree is > 1 (mp_configs, sharding_configs)."""
+
+    configs: str  # the message field: "mp_configs"
+    gate: str | None  # its (active_when_parallel) degree
+    flags: tuple[_Flag, ...]  # its implemented scalar fields, each after the flag it requires
+    defaults: dict[str, Any]  # each flag's default value by its settings attribute: what a file that leaves it out gets
+    bools: tuple[_Flag, ...]  # the bool flags, in `flags`' order: gated off while the degree is 1
+    dependent: tuple[_Flag, ...]  # the bool flags that require another, in `flags`' order
+    bools_on: tuple[_Flag, ...]  # of `bools`, those on by default: all a file that leaves the message out can gate
+    dependent_on: tuple[_Flag, ...]  # of `dependent`, those on by default
+    prefix: str  # "hybrid_configs.mp_configs."
+    setting_of: dict[str, str]  # each flag's settings attribute by its field name
+
+    def active(self, degrees: dict[str, int]) -> bool:
+        """Whether its settings take effect at these degrees."""
+        return self.gate is None or degrees[self.gate] > 1
+
+
+class _Plan(NamedTuple):
+    hybrid: str
+    mp: str
+    sharding: str
+    pp: str
+    groups: tuple[_Group, ...]
+    tp_plan: str | None  # MpConfig's list of TpRule
+    mp_group: _Group
+    sharding_group: _Group
+
+
+@functools.cache
+def _plan() -> _Plan:
+    """What resolution needs from the schema, read once from the descriptors."""
+    hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
+    fields = HybridConfig.DESCRIPTOR.fields
+    mp = next(f for f in fields if f.message_type is MpConfig.DESCRIPTOR)
+    sharding = next(f for f in fields if f.message_type is DygraphShardingConfig.DESCRIPTOR)
+    pp = next(f for f in fields if f.message_type is PpConfig.DESCRIPTOR)
+    groups = tuple(
+        _group(hybrid.name, f) for f in fields
+        if f.message_type is not None and schema.option(f, "active_when_parallel")
+        and schema.option(f, "support") == IMPLEMENTED and _flags(f.message_type)
+    )
+    tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
+    by_configs = {g.configs: g for g in groups}
+    return _Plan(hybrid.name, mp.name, sharding.name, pp.name, groups, tp_plan, by_configs[mp.name], by_configs[sharding.name])
+
+
+def _group(hybrid: str, f: FieldDescriptor) -> _Group:
+    flags = _flags(f.message_type)
+    defaults = {flag.setting: f.message_type.fields_by_name[flag.name].default_value for flag in flags}
+    bools = tuple(flag for flag in flags if flag.is_bool)
+    dependent = tuple(flag for flag in bools if flag.requires)
+    return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools, dependent,
+                  tuple(flag for flag in bools if defaults[flag.setting]), tuple(flag for flag in dependent if defaults[flag.setting]),
+                  f"{hybrid}.{f.name}.", {flag.name: flag.setting for flag in flags})
+
+
+def _getter(make: Callable[..., Callable[[Any], Any]], names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
+    """`make(*names)` (operator.itemgetter or attrgetter) that always gives a tuple, in one call: those give a bare
+    value for one name and take none."""
+    if len(names) > 1:
+        return make(*names)
+    get = make(names[0]) if names else None
+
+    def few(x: Any) -> tuple[Any, ...]:
+        return () if get is None else (get(x),)
+
+    return few
+
+
+def _flags(desc: Any) -> tuple[_Flag, ...]:
+    """A message's implemented scalar fields in topological order: each flag after the flag it requires."""
+    pending = [
+        _Flag(f.name, f.name.removeprefix("mp_"), f.cpp_type == FieldDescriptor.CPPTYPE_BOOL, requires,
+              requires.removeprefix("mp_") if requires else None)
+        for f in desc.fields
+        if f.message_type is None and schema.option(f, "support") == IMPLEMENTED
+        for requires in [schema.option(f, "requires")]
+    ]
+    flags: list[_Flag] = []
+    while pending:
+        ready = [f for f in pending if f.requires is None or f.requires in {g.name for g in flags}]
+        if not ready:
+            raise AssertionError(f"requires rules form a cycle among {[f.name for f in pending]}")
+        flags += ready
+        pending = [f for f in pending if f not in ready]
+    return tuple(flags)
+
+
+def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str],
+           reasons: dict[str, str]) -> dict[str, Any]:
+    """Each flag's effective value by its settings attribute: a bool is off when the group's degree is 1, or when
+    the flag it requires is effectively off (noted when the file set it); other values as the file gives them. Reads
+    only what the file set (the defaults come from the schema)."""
+    active = group.active(degrees)
+    effective = dict(group.defaults)
+    if hybrid.HasField(group.configs):
+        config = getattr(hybrid, group.configs)
+        setting_of = group.setting_of
+        for f, value in config.ListFields():
+            setting = setting_of.get(f.name)
+            if setting is not None:
+                effective[setting] = value
+        candidates = group.dependent if active else group.bools
+    else:
+        config = None  # all defaults: only the flags on by default can be gated off
+        candidates = group.dependent_on if active else group.bools_on
+    prefix = group.prefix
+    for flag in candidates:  # ordered so that a flag comes after the one it requires
+        if not effective[flag.setting]:
+            continue
+        if not active:
+            reason = f"{group.gate} is {degrees[group.gate]}"  # type: ignore[index]  # inactive: it has a gate
+        elif not effective[flag.requires_setting]:  # type: ignore[index]  # `dependent` flags have one
+            reason = f"requires {prefix}{flag.requires}: true"
+        else:
+            continue
+        effective[flag.setting] = False
+        reasons[prefix + flag.name] = reason
+        if config is not None and config.HasField(flag.name):
+            notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
+    return effective
+
+
+def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
+    """amp, gradient merge and recompute: each switch with its configs, read where the schema keeps them."""
+    types = _types()
+    out: dict[str, Any] = {}
+    for switch, configs, settings, reader, unset in types.training:
+        if not getattr(s, switch):
+            continue
+        if s.HasField(configs):
+            message = getattr(s, configs)
+            values = reader.read(message)
+            if settings is types.amp:
+                values.update(_amp_dtype(message, notes))
+            out[switch] = settings(**values)
+        else:
+            out[switch] = unset  # the configs left out: their defaults, the same settings every time
+        if settings is types.recompute and not out[switch].checkpoints:
+            notes.append(f"{switch} is on and {configs}.checkpoints names no modules: every block of the model is "
+                         "recomputed (Hugging Face's _no_split_modules classes, else the children of its largest "
+                         "ModuleList), as Paddle recomputes every decoder layer.")
+    return out
+
+
+class _Reader(NamedTuple):
+    """How a settings type's fields are read from its configs message, worked out once from the descriptors."""
+
+    names: tuple[str, ...]  # the fields read as they are
+    values: Callable[[Any], tuple[Any, ...]]  # their values, in one call
+    floats: tuple[tuple[str, float], ...]  # float fields, each with its default as a file spells it (0.8)
+    lists: tuple[str, ...]  # repeated fields: read as tuples
+    enabled: bool  # the settings type has an `enabled` switch (on, since its switch is)
+
+    def read(self, message: Any) -> dict[str, Any]:
+        values = dict(zip(self.names, self.values(message)))
+        for name, default in self.floats:
+            values[name] = _spelled(getattr(message, name)) if message.HasField(name) else default
+        for name in self.lists:
+            values[name] = tuple(getattr(message, name))
+        if self.enabled:
+            values["enabled"] = True
+        return values
+
+
+_READERS: dict[type, _Reader] = {}
+
+
+def _reader(settings: Any, desc: Any) -> _Reader:
+    reader = _READERS.get(settings)
+    if reader is None:
+        fields_ = desc.fields_by_name
+        taken = [fields_[name] for name in settings._fields if name in fields_]
+        names = tuple(f.name for f in taken if not f.is_repeated and f.cpp_type != FieldDescriptor.CPPTYPE_FLOAT)
+        getter = _getter(operator.attrgetter, names)
+        floats = tuple((f.name, _spelled(f.default_value)) for f in taken
+                       if not f.is_repeated and f.cpp_type == FieldDescriptor.CPPTYPE_FLOAT)
+        lists = tuple(f.name for f in taken if f.is_repeated)
+        reader = _READERS[settings] = _Reader(names, getter, floats, lists, "enabled" in settings._fields)
+    return reader
+
+
+def _spelled(value: float) -> float:
+    """A float32 field's value as the file spells it: 0.8, not 0.800000011920929."""
+    if value.is_integer() and abs(value) < 1e6:
+        return value  # a whole float32 below a million is exact and short already
+    return float(support.short_float(value, single=True))
+
+
+class _Types(NamedTuple):
+    """The result types, imported when resolution first builds one (checking alone needs none of them)."""
+
+    resolved: Any
+    mp: Any
+    sharding: Any
+    pipeline: Any
+    amp: Any
+    recompute: Any
+    # (switch, its configs message field, its settings type, how to read them, the settings when the configs are left out)
+    training: tuple[tuple[str, str, Any, _Reader, Any], ...]
+    sharding_fields: tuple[str, ...]  # the sharding flags' settings attributes ShardingSettings has a field for
+    no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
+    mp_unset: tuple[Any, ...]  # MpSettings of a file without mp_configs, by whether mp is active (mp_degree > 1)
+    sharding_unset: tuple[Any, ...]  # ShardingSettings of a file without sharding_configs, by whether sharding is active
+
+
+@functools.cache
+def _types() -> _Types:
+    from .resolved import Resolved
+    from .settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
+                           ShardingSettings)
+
+    training = tuple(_training_entry(switch, configs, settings, settings is AmpSettings) for switch, configs, settings in (
+        ("amp", "amp_configs", AmpSettings), ("gradient_merge", "gradient_merge_configs", GradientMergeSettings),
+        ("recompute", "recompute_configs", RecomputeSettings)))
+    plan = _plan()
+    sharding_fields = _taken(ShardingSettings)
+    mp_unset = tuple(MpSettings(**_unset(plan.mp_group, degree)) for degree in (1, 2))
+    sharding_unset = tuple(ShardingSettings(**{k: flags[k] for k in sharding_fields})
+                           for flags in (_unset(plan.sharding_group, degree) for degree in (1, 2)))
+    return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
+                  sharding_fields, PipelineSettings(), mp_unset, sharding_unset)
+
+
+def _unset(group: _Group, degree: int) -> dict[str, Any]:
+    """The effective flags of a file that leaves `group`'s configs out, at this degree of its axis."""
+    return _gated(_plan(), group, HybridConfig(), {group.gate: degree} if group.gate else {}, [], {})
+
+
+def _training_entry(switch: str, configs: str, settings: Any, amp: bool) -> tuple[str, str, Any, _Reader, Any]:
+    default = getattr(DistributedStrategy(), configs)
+    reader = _reader(settings, default.DESCRIPTOR)
+    values = reader.read(default)
+    if amp:
+        values.update(_amp_dtype(default, []))
+    return switch, configs, settings, reader, settings(**values)
+
+
+def _taken(settings: Any) -> tuple[str, ...]:
+    """The sharding flags' settings attributes the settings type has a field for."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(settings)}
+    return tuple(flag.setting for flag in _plan().sharding_group.flags if flag.setting in names)
+
+
+def _amp_dtype(configs: Any, notes: list[str]) -> dict[str, Any]:
+    bf16 = configs.use_pure_bf16 or configs.dtype == "bfloat16"
+    if bf16:
+        for name in _SCALER_FIELDS:
+            if configs.HasField(name):
+                notes.append(f"amp_configs.{name} is set but has no effect: bfloat16 needs no loss scaling.")
+    return {"dtype": "bfloat16" if bf16 else "float16", "pure": configs.use_pure_bf16 or configs.use_pure_fp16,
+            "loss_scaling": not bf16}
+
+
+_SCALER_FIELDS = ("init_loss_scaling", "incr_every_n_steps", "decr_every_n_nan_or_inf", "incr_ratio", "decr_ratio",
+                  "use_dynamic_loss_scaling")
+
+
+def _warn_legacy_env() -> None:
+    if not layout.env_any(_legacy_env_names()):
+        return  # the common case, in one set test
+    for path, name in _legacy_env():
+        if layout.env_is_set(name):
+            on = os.environ[name].strip().lower() in ("1", "true")
+            warn(
+                None,
+                f"environment variable {name} is no longer read; set {path}: {str(on).lower()} in the strategy file "
+                "instead (`strategy migrate-env` writes it for you)",
+                stacklevel=5,
+            )
+
+
+@functools.cache
+def _legacy_env_names() -> tuple[str, ...]:
+    return tuple(name for _, name in _legacy_env())
+
+
+@functools.cache
+def _legacy_env() -> tuple[tuple[str, str], ...]:
+    """(field path, environment variable) for each (legacy_env) in the schema."""
+    return tuple((path, name) for path, _, name in schema.fields_with("legacy_env"))
