@@ -112,7 +112,7 @@ def test_validate_applies_overrides_and_policy(write):
 
 def test_explain_shows_values_sources_effects_and_groups(write):
     path = write("a.prototxt", "hybrid_configs { mp_degree: 2 mp_configs { mp_skip_c_identity: true } }")
-    result = strategy_cli("explain", str(path), "--world-size", "4")
+    result = strategy_cli("explain", str(path), "--world-size", "4", "--all")
     assert result.returncode == 0, result.stderr
     rows = {line.split()[0]: line.split(None, 3)[1:] for line in result.stdout.splitlines() if line.startswith("hybrid_configs.")}
     assert rows["hybrid_configs.dp_degree"] == ["-1", "default", "inferred: 2"]

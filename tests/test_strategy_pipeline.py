@@ -205,7 +205,7 @@ def test_explain_has_no_pipeline_section_at_pp_degree_1():
 
 def test_explain_rows_of_the_pipeline_fields(capsys, write):
     path = write("p.prototxt", pipe(steps=4, configs=("p2p_cache_shape: false", "enable_partial_send_recv: false")))
-    assert main(["explain", str(path), "--world-size", "2"]) == 0
+    assert main(["explain", str(path), "--world-size", "2", "--all"]) == 0
     rows = {line.split()[0]: line.split(None, 3)[1:] for line in capsys.readouterr().out.splitlines()
             if line.startswith(("pipeline_configs.", "hybrid_configs.pp_"))}
     assert rows["hybrid_configs.pp_degree"] == ["2", "set"]
@@ -218,7 +218,7 @@ def test_explain_rows_of_the_pipeline_fields(capsys, write):
 
 def test_explain_shows_always_on_pipeline_fields_off_while_inactive(capsys, write):
     path = write("p.prototxt", "")
-    assert main(["explain", str(path), "--world-size", "1"]) == 0
+    assert main(["explain", str(path), "--world-size", "1", "--all"]) == 0
     rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
     assert rows["pipeline_configs.p2p_cache_shape"] == ["true", "default", "off"]
     assert rows["hybrid_configs.pp_configs.release_gradients"] == ["false", "default", "off"]

@@ -203,11 +203,9 @@ def test_explain_params_prints_each_ranks_model_state_next_to_one_process(capsys
         "model-state memory for 7,000,000,000 parameters (ZeRO's formulas):",
         "  bfloat16 weights and gradients, fp32 master weights and Adam moments: 2 + 2 + 12 bytes a parameter",
         "  split over mp 2 × pp 1; ZeRO stage 3 shards the optimizer state, gradients and parameters over sharding 4",
-        "               per rank  one process",
-        "  parameters   1.63 GiB    13.04 GiB",
-        "  gradients    1.63 GiB    13.04 GiB",
-        "  Adam state   9.78 GiB    78.23 GiB",
-        "  total       13.04 GiB   104.31 GiB",
+        "               parameters  gradients  Adam state       total",
+        "  per rank       1.63 GiB   1.63 GiB    9.78 GiB   13.04 GiB",
+        "  one process   13.04 GiB  13.04 GiB   78.23 GiB  104.31 GiB",
     ]
 
 

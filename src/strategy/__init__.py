@@ -13,7 +13,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from ._generated.distributed_strategy_pb2 import DistributedStrategy
     from ._generated.hybrid_parallel_pb2 import HybridConfig, MpConfig
     from .errors import StrategyError, StrategyWarning
-    from .resolution.explain import explain
+    from .resolution.explain import Explanation, explain, explanation
     from .formats.codec import EXTENSIONS, FORMATS
     from .importers import Imported, import_config
     from .formats.io import dump, dumps, from_dict, load, loads, to_dict
@@ -31,7 +31,9 @@ _WHERE = {
     "MpConfig": "._generated.hybrid_parallel_pb2",
     "StrategyError": ".errors",
     "StrategyWarning": ".errors",
+    "Explanation": ".resolution.explain",
     "explain": ".resolution.explain",
+    "explanation": ".resolution.explain",
     "EXTENSIONS": ".formats.codec",
     "FORMATS": ".formats.codec",
     "Imported": ".importers",
@@ -63,6 +65,7 @@ __all__ = [
     "EXTENSIONS",
     "FORMATS",
     "DistributedStrategy",
+    "Explanation",
     "HybridConfig",
     "Imported",
     "ModelStateBytes",
@@ -79,6 +82,7 @@ __all__ = [
     "dump",
     "dumps",
     "explain",
+    "explanation",
     "import_config",
     "from_dict",
     "load",

@@ -51,12 +51,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(run=_resolve)
 
     e = subparser(
-        sub, "explain", "explain each setting: value, set or default, effect, and the process groups",
-        "A table of every field: its value, whether the file set it or it is the default, and whether it\n"
-        "takes effect (and why not), then the notes and which ranks form the groups of each axis above 1,\n"
-        "in the strategy's order (also axes not implemented yet, marked). With --params, each rank's\n"
-        "model-state memory (parameters, gradients, Adam state) by ZeRO's formulas, next to one process.\n"
-        "A file that breaks a `requires` rule is still explained; the rule is shown.",
+        sub, "explain", "what a run does with a file: the fields that matter, the groups, the pipeline, the memory",
+        "The fields the file sets and those that take effect other than their default says (an inferred\n"
+        "degree, a flag that is always on): value, set or default, and what the run does with it (and why\n"
+        "not); then the notes, which ranks form the groups of each axis above 1 in the strategy's order\n"
+        "(also axes not implemented yet, marked), the pipeline's schedule and stages, and with --params each\n"
+        "rank's model-state memory (parameters, gradients, Adam state) by ZeRO's formulas, next to one process.\n"
+        "--all lists every field; --json prints all of it as one JSON document. A file that breaks a\n"
+        "`requires` rule is still explained; the rule is shown.",
         "strategy explain tp2.prototxt --world-size 4 --params 7e9",
     )
     e.add_argument("file", metavar="FILE")
@@ -64,6 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_world_size(e)
     add_params(e)
     add_set(e)
+    shown = e.add_mutually_exclusive_group()
+    shown.add_argument("--all", action="store_true", dest="all_fields",
+                       help="every field the file sets and every implemented one, at its default too")
+    shown.add_argument("--json", action="store_true", help="all of it (every field) as one JSON document")
     e.set_defaults(run=_explain)
 
 
@@ -145,9 +151,15 @@ def _resolve(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from ..resolution.explain import explain
+    from ..resolution.explain import explanation
 
     s = read(args.file, args.from_, overrides=args.overrides, requires=False)
     with _naming(args.file):
-        print(explain(s, world_size=args.world_size, params=args.params))
+        found = explanation(s, world_size=args.world_size, params=args.params)
+    if args.json:
+        import json
+
+        print(json.dumps(found.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(found.text(all_fields=args.all_fields))
     return 0

@@ -1,9 +1,11 @@
-"""`explain`: what each setting of a strategy is, where it came from, and whether it takes effect."""
+"""`explain`: what each setting of a strategy is, where it came from, whether it takes effect, and what a run builds
+of it (the process groups, the pipeline, the model-state memory), as text for people and as one JSON document."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -18,7 +20,7 @@ from .resolver import resolve_with_reasons
 from .resolved import Resolved
 from .topology import Topology
 
-__all__ = ["explain", "show_value"]
+__all__ = ["Explanation", "Row", "explain", "explanation", "show_value"]
 
 
 def show_value(value: object) -> str:
@@ -26,10 +28,75 @@ def show_value(value: object) -> str:
     return support.show_scalar(None, value)
 
 
-def explain(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None) -> str:
-    """A table of every field the strategy sets and every implemented setting (value, set or default, effect and
-    why not), broken rules, notes, and the process groups of every axis of degree > 1 for the world size, as the
-    file lays them out (also axes not implemented yet, marked). With pp_degree > 1, the torch schedule, each pp rank's
+class Row(NamedTuple):
+    """One field: `value` as a file spells it, `data` as JSON holds it, `source` "set" or "default", `effect` what
+    the run does with it ("" when the value is simply used), `changed`: shown by default (set, or in effect other
+    than its default says: an inferred degree, an always-on flag left false)."""
+
+    path: str
+    value: str
+    data: Any
+    source: str
+    effect: str
+    changed: bool
+
+
+class Explanation:
+    """Everything `explain` says of one strategy at one world size; `text()` and `as_dict()` render it."""
+
+    __slots__ = ("groups", "memory", "notes", "pipeline", "problems", "resolved", "rows", "rules_broken", "topology",
+                 "world_size")
+
+    def __init__(self, *, rows: list[Row], rules_broken: list[tuple[str, str]], notes: list[str],
+                 topology: Topology | str, pending: list[str], resolved: Resolved, problems: list[StrategyError],
+                 params: float | None) -> None:
+        self.rows, self.rules_broken, self.notes = rows, rules_broken, notes
+        self.topology, self.resolved, self.problems = topology, resolved, problems
+        self.world_size = resolved.world_size
+        self.groups = _groups(topology, pending)
+        self.pipeline = _pipeline(resolved, problems) if resolved.pp_degree > 1 else None
+        self.memory = _memory(resolved, params) if params is not None else None
+
+    def text(self, *, all_fields: bool = False) -> str:
+        """The table of fields (only those `Row.changed` marks, unless `all_fields`), the broken rules, the notes no
+        row already says, the groups, the pipeline and the memory."""
+        rows = [("field", "value", "source", "effect")] + [
+            (r.path, r.value, r.source, r.effect) for r in self.rows if all_fields or r.changed]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        for path, needed in self.rules_broken:
+            lines += ["", f"rule broken: {path} requires {needed}: true (an error under policy 'strict'; Paddle turns "
+                          "it off)"]
+        shown = {r.path: r.effect for r in self.rows if all_fields or r.changed}
+        notes = [n for n in self.notes if not _said_by_row(n, shown)]
+        if notes:
+            lines += ["", "notes:"] + [f"  {n}" for n in notes]
+        lines += [""] + self.groups[1]
+        for section in (self.pipeline, self.memory):
+            if section is not None:
+                lines += [""] + section[1]
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, Any]:
+        """All of it as plain data (`json.dumps` writes it): every field, the rules, notes, groups, pipeline, memory."""
+        return {
+            "world_size": self.world_size,
+            "fields": [{"path": r.path, "value": r.data, "source": r.source, "effect": r.effect, "changed": r.changed}
+                       for r in self.rows],
+            "rules_broken": [{"field": path, "requires": needed} for path, needed in self.rules_broken],
+            "notes": list(self.notes),
+            "groups": self.groups[0],
+            "pipeline": None if self.pipeline is None else self.pipeline[0],
+            "memory": None if self.memory is None else self.memory[0],
+        }
+
+
+def explain(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None,
+            all_fields: bool = False) -> str:
+    """What a run does with `s`: the fields it sets or that take effect other than their default says (every
+    field with `all_fields`: every one it sets and every implemented one, value, set or default, effect and why
+    not), broken rules, notes, and the process groups of every axis of degree > 1 for the world size, as the file
+    lays them out (also axes not implemented yet, marked). With pp_degree > 1, the torch schedule, each pp rank's
     stages and what a step takes. With `params`, each rank's model-state memory for a model of that many parameters
     (`Resolved.model_state_memory`). A strategy that breaks a `requires` rule, sets what is not implemented or
     whose pipeline cannot run (too few micro-batches, ...) is explained, not rejected.
@@ -38,6 +105,11 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None, params: fl
         StrategyError: the degrees do not fit the world size.
         ValueError: `params` is not a positive number.
     """
+    return explanation(s, world_size=world_size, params=params).text(all_fields=all_fields)
+
+
+def explanation(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None) -> Explanation:
+    """`explain`'s content as an `Explanation` (for `--json`, editors and scripts); raises as `explain` does."""
     problems: list[StrategyError] = []
     resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False, unsupported="report",
                                              problems=problems)
@@ -47,25 +119,55 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None, params: fl
     except StrategyError as e:
         asked = e.message
     degrees = {a.field: asked.degrees[a.name] for a in layout.plan().axes} if isinstance(asked, Topology) else {}
-    rows = [("field", "value", "source", "effect")]
-    for path, chain, value, is_set in _rows(s, "", ()):
+    folded = dict(_folded(resolved.notes))
+    rows = []
+    for path, chain, value, is_set in _fields(s, "", ()):
         field = chain[-1]
         gated = f"no effect: {reasons[path]}" if path in reasons else None
         effect = gated or review.effects.get(path) or _effect(s, chain, value, resolved, degrees)
-        rows.append((path, support.show(field, value), "set" if is_set else "default", effect))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
-    for path, needed in rules.requires_violations(s):
-        lines += ["", f"rule broken: {path} requires {needed}: true (an error under policy 'strict'; Paddle turns it off)"]
-    if resolved.notes:
-        lines += ["", "notes:"] + [f"  {n}" for n in resolved.notes]
-    groups = _groups(asked, review) if isinstance(asked, Topology) else [f"process groups: none, {asked}"]
-    stages = [""] + _pipeline(resolved, problems) if resolved.pp_degree > 1 else []
-    state = [""] + _memory(resolved, params) if params is not None else []
-    return "\n".join(lines + [""] + groups + stages + state)
+        if path in folded and (not effect or effect.startswith("no effect")):
+            effect = effect or folded[path]  # a note's reason, on the row it is about
+        changed = is_set or effect.startswith("inferred") or effect == "always on" and value is False
+        rows.append(Row(path, support.show(field, value), _data(field, value), "set" if is_set else "default", effect,
+                        changed))
+    return Explanation(rows=rows, rules_broken=list(rules.requires_violations(s)), notes=list(resolved.notes),
+                       topology=asked, pending=_pending(asked, review), resolved=resolved, problems=problems,
+                       params=params)
 
 
-def _pipeline(resolved: Resolved, problems: list[StrategyError]) -> list[str]:
+# "<path> is set but has no effect: why." and its variants (in PyTorch; set to false; a quoted value after the path)
+_NO_EFFECT = re.compile(r'^(\S+)(?: "[^"]*")? is set(?: to \w+)? but has (no effect[^:]*): (.*)\.$', re.S)
+
+
+def _folded(notes: list[str]) -> Iterator[tuple[str, str]]:
+    """(path, "no effect: why") of each note that says a set field has no effect."""
+    for note in notes:
+        m = _NO_EFFECT.match(note)
+        if m:
+            yield m[1], f"{m[2]}: {m[3]}"
+
+
+def _said_by_row(note: str, shown: dict[str, str]) -> bool:
+    """A note that only says what a shown row's effect already says (that the field has no effect)."""
+    m = _NO_EFFECT.match(note)
+    return m is not None and shown.get(m[1], "").startswith("no effect")
+
+
+def _data(field: FieldDescriptor, value: Any) -> Any:
+    """A value as JSON holds it: enum names, lists, floats as a file spells them (0.8, not 0.800000011920929)."""
+    if field.is_repeated:
+        return [_data_scalar(field, v) for v in value]
+    return _data_scalar(field, value)
+
+
+def _data_scalar(field: FieldDescriptor, value: Any) -> Any:
+    if field.enum_type is not None or isinstance(value, float):
+        shown = support.show_scalar(field, value)
+        return shown if field.enum_type is not None else float(shown)
+    return value
+
+
+def _pipeline(resolved: Resolved, problems: list[StrategyError]) -> tuple[dict[str, Any], list[str]]:
     """The torch schedule that runs, each pp rank's stages, and what a step takes; what keeps it from running."""
     p = resolved.pipeline
     shape = "in a V" if p.placement == "v" else "in a loop" if p.virtual_pp_degree > 1 else "one per rank"
@@ -78,7 +180,12 @@ def _pipeline(resolved: Resolved, problems: list[StrategyError]) -> list[str]:
                  f"{_count(p.micro_batch_size, 'sample')} (micro_batch_size) = {_count(p.samples_per_step, 'sample')} "
                  f"per data rank, {p.samples_per_step * data} over {_count(data, 'data rank')} (dp × sharding)")
     lines += [f"  cannot run (an error when resolved): {e}" for e in problems]
-    return lines
+    facts = {"schedule": p.schedule, "pp_degree": p.pp_degree, "num_stages": p.num_stages,
+             "virtual_pp_degree": p.virtual_pp_degree, "placement": p.placement,
+             "stages_of_pp_rank": [list(p.stages_of(r)) for r in range(p.pp_degree)],
+             "accumulate_steps": p.accumulate_steps, "micro_batch_size": p.micro_batch_size,
+             "samples_per_step": p.samples_per_step, "data_ranks": data, "problems": [str(e) for e in problems]}
+    return facts, lines
 
 
 def _count(n: int, word: str) -> str:
@@ -86,7 +193,10 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith('h') else 's'}"
 
 
-def _memory(resolved: Resolved, params: float) -> list[str]:
+_STATES = (("parameters", "parameters"), ("gradients", "gradients"), ("Adam state", "optimizer"), ("total", "total"))
+
+
+def _memory(resolved: Resolved, params: float) -> tuple[dict[str, Any], list[str]]:
     """Each rank's model-state memory next to one process holding it all, and the assumptions behind it."""
     m = resolved.model_state_memory(params)
     amp = resolved.amp
@@ -98,33 +208,45 @@ def _memory(resolved: Resolved, params: float) -> list[str]:
     n, stage = resolved.sharding_degree, resolved.sharding.stage
     sharded = ("optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters")[stage - 1]
     zero = f"ZeRO stage {stage} shards the {sharded} over sharding {n}" if n > 1 else "no sharding (sharding_degree 1)"
-    rows = [("", "per rank", "one process")] + [
-        (name, memory.human_bytes(getattr(m.per_rank, key)), memory.human_bytes(getattr(m.unsharded, key)))
-        for name, key in (("parameters", "parameters"), ("gradients", "gradients"), ("Adam state", "optimizer"),
-                          ("total", "total"))
-    ]
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    table = [[""] + [name for name, _ in _STATES]] + [
+        [who] + [memory.human_bytes(getattr(state, key)) for _, key in _STATES]
+        for who, state in (("per rank", m.per_rank), ("one process", m.unsharded))]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines = [f"model-state memory for {params:,.0f} parameters (ZeRO's formulas):", f"  {bytes_}",
              f"  split over mp {resolved.mp_degree} × pp {resolved.pp_degree}; {zero}"]
-    lines += ["  " + "  ".join([r[0].ljust(widths[0]), r[1].rjust(widths[1]), r[2].rjust(widths[2])]) for r in rows]
+    lines += ["  " + "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
+              for r in table]
     if n > 1 and stage == 1:
         lines.append("  (stage 1 as ZeRO counts it: full gradients, which FSDP2 holds only while gradient merge "
                      "accumulates; between steps they are sharded)")
-    return lines
+    facts = {"params": params, "bytes": {who: {key: getattr(state, key) for _, key in _STATES}
+                                         for who, state in (("per_rank", m.per_rank), ("one_process", m.unsharded))},
+             "sharding_degree": n, "stage": stage, "mp_degree": resolved.mp_degree, "pp_degree": resolved.pp_degree}
+    return facts, lines
 
 
-def _groups(topology: Topology, review: support.Review) -> list[str]:
+def _pending(topology: Topology | str, review: support.Review) -> list[str]:
+    """The axes of degree > 1 that are not implemented yet."""
+    if not isinstance(topology, Topology):
+        return []
+    fields = {a.name: f"{layout.plan().hybrid}.{a.field}" for a in layout.plan().axes}
+    return [axis for axis, degree in topology.degrees.items()
+            if degree > 1 and review.effects.get(fields[axis], "").startswith("not implemented")]
+
+
+def _groups(topology: Topology | str, pending: list[str]) -> tuple[dict[str, Any], list[str]]:
     """The groups of each axis of degree > 1, in order; those of an axis not implemented yet marked."""
-    plan = layout.plan()
-    fields = {a.name: f"{plan.hybrid}.{a.field}" for a in plan.axes}
+    if not isinstance(topology, Topology):
+        return {"error": topology}, [f"process groups: none, {topology}"]
     n, order = topology.world_size, topology.order
     lines = [f"process groups for {n} rank{'s' * (n != 1)} (order {', '.join(order)}; {order[-1]} innermost):"]
-    pending = []
+    axes = {}
     for axis, degree in topology.degrees.items():
         if degree > 1:
-            later = review.effects.get(fields[axis], "").startswith("not implemented")
-            pending += [axis] * later
-            lines.append(f"  {axis} groups: " + " ".join(str(g) for g in topology.groups(axis)) + "  (not implemented yet)" * later)
+            later = axis in pending
+            axes[axis] = {"degree": degree, "groups": topology.groups(axis), "implemented": not later}
+            lines.append(f"  {axis} groups: " + " ".join(str(g) for g in topology.groups(axis))
+                         + "  (not implemented yet)" * later)
     sep = topology.degrees.get("sep", 1)
     if sep > 1:  # what each sep rank holds of a row
         shares = ", ".join(f"rank {r} tokens [{r}/{sep}, {r + 1}/{sep})" for r in range(sep))
@@ -135,10 +257,10 @@ def _groups(topology: Topology, review: support.Review) -> list[str]:
     if pending:
         lines.append(f"  ({', '.join(pending)}: not implemented yet; policy 'strict' rejects the file, 'warn' runs "
                      f"{'them' if len(pending) > 1 else 'it'} at degree 1, which the notes assume)")
-    return lines
+    return {"world_size": n, "order": list(order), "axes": axes}, lines
 
 
-def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iterator[tuple[str, tuple[FieldDescriptor, ...], Any, bool]]:
+def _fields(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iterator[tuple[str, tuple[FieldDescriptor, ...], Any, bool]]:
     """(path, its fields from the root, value, is set) for each field that is set, and for each implemented one
     (or degree) left at its default, in schema order."""
     for field in msg.DESCRIPTOR.fields:
@@ -147,9 +269,9 @@ def _rows(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iter
         if field.message_type is not None:
             if field.is_repeated:
                 for k, item in enumerate(value):
-                    yield from _rows(item, f"{path}[{k}].", here)
+                    yield from _fields(item, f"{path}[{k}].", here)
             elif msg.HasField(field.name) or support.status(here).support == IMPLEMENTED:
-                yield from _rows(value, path + ".", here)
+                yield from _fields(value, path + ".", here)
             continue
         is_set = len(value) > 0 if field.is_repeated else msg.HasField(field.name)
         shown = support.status(here).support == IMPLEMENTED or schema.option(field, "axis")
