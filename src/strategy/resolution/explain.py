@@ -4,7 +4,7 @@ of it (the process groups, the pipeline, the model-state memory), as text for pe
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -139,7 +139,7 @@ def explanation(s: DistributedStrategy, *, world_size: int | None = None, params
 _NO_EFFECT = re.compile(r'^(\S+)(?: "[^"]*")? is set(?: to \w+)? but has (no effect[^:]*): (.*)\.$', re.S)
 
 
-def _folded(notes: list[str]) -> Iterator[tuple[str, str]]:
+def _folded(notes: Iterable[str]) -> Iterator[tuple[str, str]]:
     """(path, "no effect: why") of each note that says a set field has no effect."""
     for note in notes:
         m = _NO_EFFECT.match(note)
