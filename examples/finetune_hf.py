@@ -110,7 +110,8 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
             with parallel.autocast():
                 loss = torch.tensor(model.train_batch((ids, ids), opt))
         else:
-            # This sep rank's chunk of every row, targets shifted before the cut (the whole rows at sep_degree 1).
+            # This rank's share of every row (its sep chunk, or its two cp chunks), targets shifted before the cut (the
+            # whole rows at sep_degree and cp_degree 1).
             piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
             with parallel.autocast():  # the strategy's amp
                 loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0 if asked

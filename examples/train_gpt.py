@@ -96,9 +96,10 @@ class Attention(nn.Module):
         qkv = self.qkv(x)  # the whole sequence, even when x holds this rank's block of it
         b, t, _ = qkv.shape
         q, k, v = qkv.view(b, t, self.local_heads, 3, self.head_dim).unbind(dim=3)
-        # At sep_degree > 1, x is this rank's chunk of the sequence: Ulysses attends over the whole of it (plain SDPA
-        # at sep 1).
-        y = parallel.sep_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, hcg=self.hcg)
+        # At sep_degree > 1, x is this rank's chunk of the sequence: Ulysses attends over the whole of it; at
+        # cp_degree > 1 x is this rank's two chunks, and context parallelism attends over the whole (plain SDPA at 1).
+        attend = parallel.cp_attention if self.hcg.cp_size > 1 else parallel.sep_attention
+        y = attend(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), is_causal=True, hcg=self.hcg)
         return self.out(y.transpose(1, 2).reshape(b, t, self.local_heads * self.head_dim))
 
 
@@ -135,9 +136,9 @@ class GPT(nn.Module):
         if self.tokens is not None:
             # Under sequence parallelism the token embedding comes out as this rank's block of the sequence
             # (a reduce-scatter); the positions join it there. Otherwise both are whole and this is a no-op.
-            first = self.hcg.sep_rank * x.shape[1]  # under sep, x is this rank's chunk: its global positions
-            positions = parallel.scatter_to_sequence(self.positions(torch.arange(first, first + x.shape[1])), sequence_dim=0,
-                                                     hcg=self.hcg)
+            # Under sep or cp, x is this rank's share of each row: its tokens' global positions.
+            mine = parallel.sequence_positions(x.shape[1] * self.hcg.sep_size * self.hcg.cp_size, self.hcg, x.device)
+            positions = parallel.scatter_to_sequence(self.positions(mine), sequence_dim=0, hcg=self.hcg)
             x = self.tokens(x) + positions
         for block in self.blocks:
             if block is not None:
@@ -186,7 +187,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     profiler = _profiler(trace_dir) if trace_dir else None
     start = time.perf_counter()
     for step in range(first, cfg.steps):
-        ids, targets = sep_chunk(*batch(data, step, cfg, hcg), hcg)
+        ids, targets = sequence_share(*batch(data, step, cfg, hcg), hcg)
         if hcg.pp_size > 1:  # the schedule's micro-batches, one optimizer step (clipped), this data rank's mean loss
             with parallel.autocast(hcg=hcg):
                 loss = torch.tensor(model.train_batch((ids, targets), opt))
@@ -196,7 +197,8 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
                 parallel.check_replicas(model)
         else:
             with parallel.autocast(hcg=hcg):  # the strategy's amp: fp16 or bf16 autocast, or nothing
-                loss = model(ids, targets) / hcg.sep_size  # under sep: this rank's share of the rows' mean
+                # Under sep or cp: this rank's share of the rows' mean (every rank holds as many tokens).
+                loss = model(ids, targets) / (hcg.sep_size * hcg.cp_size)
             opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
             if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merged gradient
                 norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
@@ -285,6 +287,9 @@ def start(args: argparse.Namespace) -> tuple[strategy.DistributedStrategy, paral
     if args.seq_len % hcg.sep_size:
         print(f"--seq-len {args.seq_len} is not divisible by sep_degree {hcg.sep_size}", file=sys.stderr)
         return None
+    if args.seq_len % (2 * hcg.cp_size):
+        print(f"--seq-len {args.seq_len} is not divisible by 2 × cp_degree {hcg.cp_size}", file=sys.stderr)
+        return None
     p = hcg.resolved.pipeline if hcg.pp_size > 1 else None
     if p is not None and args.batch_size != hcg.data_size * p.micro_batch_size * p.accumulate_steps:
         print(f"--batch-size {args.batch_size} must be the {hcg.data_size} data ranks × pipeline_configs.micro_batch_size "
@@ -293,21 +298,22 @@ def start(args: argparse.Namespace) -> tuple[strategy.DistributedStrategy, paral
     return s, hcg
 
 
-def sep_chunk(ids: torch.Tensor, targets: torch.Tensor, hcg: parallel.HybridGroup) -> tuple[torch.Tensor, torch.Tensor]:
-    """This sep rank's contiguous chunk of every row (targets were shifted before: none is lost at a cut)."""
-    if hcg.sep_size == 1:
+def sequence_share(ids: torch.Tensor, targets: torch.Tensor, hcg: parallel.HybridGroup) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's share of every row: its sep chunk, or its two cp chunks (targets were shifted before: none is lost
+    at a cut); the whole rows otherwise."""
+    if hcg.sep_size == 1 and hcg.cp_size == 1:
         return ids, targets
-    size = ids.shape[1] // hcg.sep_size
-    mine = slice(hcg.sep_rank * size, (hcg.sep_rank + 1) * size)
+    mine = parallel.sequence_positions(ids.shape[1], hcg)
     return ids[:, mine], targets[:, mine]
 
 
 def global_mean(loss: torch.Tensor, hcg: parallel.HybridGroup) -> float:
-    """The loss of the global batch: the sum of the sep shares, then the mean over the data ranks, dp × sharding
+    """The loss of the global batch: the sum of the sep (cp) shares, then the mean over the data ranks, dp × sharding
     (the same on every rank)."""
     mean = loss.detach().float().clone()
-    if hcg.sep_size > 1:
-        dist.all_reduce(mean, group=hcg.sep_group)
+    for group, size in ((hcg.sep_group, hcg.sep_size), (hcg.cp_group, hcg.cp_size)):
+        if size > 1:
+            dist.all_reduce(mean, group=group)
     for group, size in ((hcg.dp_group, hcg.dp_size), (hcg.sharding_group, hcg.sharding_size)):
         if size > 1:
             dist.all_reduce(mean, group=group)

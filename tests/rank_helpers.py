@@ -32,12 +32,14 @@ def init(s: strategy.DistributedStrategy, policy: str = "strict") -> parallel.Hy
 
 
 def data_mean(value: torch.Tensor | float, hcg: parallel.HybridGroup) -> float:
-    """The whole batch's loss from this rank's: sep shares summed, then the mean over the data ranks (dp × sharding)."""
+    """The whole batch's loss from this rank's: sep (cp) shares summed, then the mean over the data ranks (dp ×
+    sharding)."""
     import torch.distributed as dist
 
     t = torch.as_tensor(value, dtype=torch.float64).detach().clone()
-    if hcg.sep_size > 1:
-        dist.all_reduce(t, group=hcg.sep_group)
+    for axis in ("sep", "cp"):
+        if getattr(hcg, f"{axis}_size") > 1:
+            dist.all_reduce(t, group=hcg.group(axis))
     for axis in ("dp", "sharding"):
         if getattr(hcg, f"{axis}_size") > 1:
             dist.all_reduce(t, group=hcg.group(axis))

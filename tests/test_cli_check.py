@@ -147,10 +147,10 @@ def test_the_example_strategies_are_valid_and_formatted():
 
 
 def test_validate_names_the_file_for_errors_found_when_resolving(write):
-    path = write("cp.prototxt", "hybrid_configs { cp_degree: 2 }\n")
+    path = write("ep.prototxt", "hybrid_configs { ep_degree: 2 }\n")
     result = strategy_cli("validate", str(path))
     assert result.returncode == 1
-    assert result.stderr.startswith(f"{path}:1:18: hybrid_configs.cp_degree = 2 is not implemented by this project; set cp_degree: 1")
+    assert result.stderr.startswith(f"{path}:1:18: hybrid_configs.ep_degree = 2 is not implemented by this project; set ep_degree: 1")
 
 
 def test_a_world_size_below_1_is_a_usage_error(write):

@@ -86,7 +86,8 @@ def test_files_that_set_only_implemented_fields_resolve_strictly_without_notes_o
 LEGACY = """localsgd: true
 sync_batch_norm: true
 hybrid_configs {
-  cp_degree: 2
+  sharding_degree: 2
+  sharding_configs { offload_opt_buffer_size: 8 }
 }
 amp: true
 amp_configs {
@@ -96,8 +97,8 @@ amp_configs {
 LEGACY_UNIMPLEMENTED = [
     (1, 1, "localsgd = true", "PostLocalSGDOptimizer"),
     (2, 1, "sync_batch_norm = true", "torch.nn.SyncBatchNorm.convert_sync_batchnorm"),
-    (4, 3, "hybrid_configs.cp_degree = 2", "context_parallel"),
-    (8, 3, "amp_configs.use_optimizer_fp16 = true", "fp32 masters"),
+    (5, 22, "hybrid_configs.sharding_configs.offload_opt_buffer_size = 8", "CPUOffloadPolicy"),
+    (9, 3, "amp_configs.use_optimizer_fp16 = true", "fp32 masters"),
 ]
 
 
@@ -122,7 +123,7 @@ def test_warn_resolves_them_as_their_defaults_with_a_located_warning_each(write)
         resolved = strategy.resolve(strategy.load(path), world_size=2, policy="warn")
     ignored = [str(w.message).split(": ")[0] for w in caught if "ignored (policy 'warn')" in str(w.message)]
     assert ignored == [f"{path}:{row}:{col}" for row, col, *_ in LEGACY_UNIMPLEMENTED]
-    assert resolved.cp_degree == 1 and resolved.dp_degree == 2 and resolved.amp.enabled
+    assert resolved.sharding_degree == 2 and resolved.dp_degree == 1 and resolved.amp.enabled
 
 
 @pytest.mark.parametrize("case", ["llama_tp2_sp", "static_amp_merge"])
@@ -174,8 +175,8 @@ def test_every_paddle_file_resolves_under_warn(case):
 
 
 def test_warn_resolves_an_ignored_setting_as_its_default():
-    s = strategy.loads("hybrid_configs { dp_degree: -1 mp_degree: 2 cp_degree: 2 }")
-    with pytest.warns(strategy.StrategyWarning, match=r"<string>:1:45: hybrid_configs.cp_degree = 2 is not implemented"):
+    s = strategy.loads("hybrid_configs { dp_degree: -1 mp_degree: 2 ep_degree: 2 }")
+    with pytest.warns(strategy.StrategyWarning, match=r"<string>:1:45: hybrid_configs.ep_degree = 2 is not implemented"):
         resolved = strategy.resolve(s, world_size=4, policy="warn")
-    assert (resolved.dp_degree, resolved.mp_degree, resolved.cp_degree) == (2, 2, 1)
-    assert s.hybrid_configs.cp_degree == 2  # the caller's message is left as it was
+    assert (resolved.dp_degree, resolved.mp_degree) == (2, 2)
+    assert s.hybrid_configs.ep_degree == 2  # the caller's message is left as it was

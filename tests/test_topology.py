@@ -131,7 +131,7 @@ def test_validate_reports_a_bad_order_at_its_line(write):
     assert result.stderr.startswith(f"{path}:3:3: hybrid_configs.order leaves out mp (degree 2)")
 
 
-def test_explain_prints_the_groups_of_every_axis_above_1_in_order_even_not_implemented_ones(write):
+def test_explain_prints_the_groups_of_every_axis_above_1_in_order(write):
     path = write("h.prototxt", "hybrid_configs { cp_degree: 2 sharding_degree: 2 mp_degree: 2 }")
     result = strategy_cli("explain", str(path), "--world-size", "16")
     assert result.returncode == 0, result.stderr
@@ -140,10 +140,11 @@ def test_explain_prints_the_groups_of_every_axis_above_1_in_order_even_not_imple
         "process groups for 16 ranks (order dp, pp, sharding, sep, cp, mp; mp innermost):",
         "  dp groups: [0, 8] [1, 9] [2, 10] [3, 11] [4, 12] [5, 13] [6, 14] [7, 15]",
         "  sharding groups: [0, 4] [1, 5] [2, 6] [3, 7] [8, 12] [9, 13] [10, 14] [11, 15]",
-        "  cp groups: [0, 2] [1, 3] [4, 6] [5, 7] [8, 10] [9, 11] [12, 14] [13, 15]  (not implemented yet)",
+        "  cp groups: [0, 2] [1, 3] [4, 6] [5, 7] [8, 10] [9, 11] [12, 14] [13, 15]",
         "  mp groups: [0, 1] [2, 3] [4, 5] [6, 7] [8, 9] [10, 11] [12, 13] [14, 15]",
     ]
-    assert groups[5].startswith("  (cp: not implemented yet; policy 'strict' rejects the file, 'warn' runs it at degree 1")
+    assert groups[5] == ("  each cp group cuts every row into 4 chunks (rank 0 chunks 0 and 3, rank 1 chunks 1 and 2); "
+                         "they read the same batch")
     dp_row = next(line for line in result.stdout.splitlines() if line.startswith("hybrid_configs.dp_degree"))
     assert dp_row.split()[-2:] == ["inferred:", "2"]  # the file's layout, as the groups show it
 
@@ -160,6 +161,6 @@ def test_explain_on_one_rank_says_there_are_no_groups():
         "process groups for 1 rank (order dp, pp, sharding, sep, cp, mp; mp innermost):\n  none: every axis has degree 1")
 
 
-def test_explain_says_why_a_files_degrees_give_no_groups():
-    text = strategy.explain(strategy.loads("hybrid_configs { cp_degree: 3 }"), world_size=4)
-    assert text.splitlines()[-1].startswith("process groups: none, cannot infer dp_degree: world size 4 is not divisible")
+def test_explain_of_degrees_that_do_not_fit_the_world_is_the_error_a_run_gets():
+    with pytest.raises(StrategyError, match=r"^cannot infer dp_degree: world size 4 is not divisible .* cp_degree=3"):
+        strategy.explain(strategy.loads("hybrid_configs { cp_degree: 3 }"), world_size=4)

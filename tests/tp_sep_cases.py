@@ -17,11 +17,11 @@ from rank_helpers import RTOL, close, data_mean, init
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
 
-def llama():
+def llama(heads: int = 4, kv_heads: int = 2):
     import transformers
 
-    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=8 * heads, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=SEQ,
                                       tie_word_embeddings=False, attn_implementation="sdpa")
     torch.manual_seed(0)
     return transformers.LlamaForCausalLM(config)
@@ -42,11 +42,11 @@ def _rows(step: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
     return ids, labels
 
 
-def llama_parity(text: str, steps: int = 3, clip: float | None = 1.0) -> dict:
-    """Each rank's share of `model(**split_sequence(batch)).loss`: the shares of a sep group sum to the one-process
-    loss, and after `steps` AdamW steps the parameters are the one-process ones."""
+def llama_parity(text: str, steps: int = 3, clip: float | None = 1.0, heads: int = 4, kv_heads: int = 2) -> dict:
+    """Each rank's share of `model(**split_sequence(batch)).loss`: the shares of a sep (cp) group sum to the
+    one-process loss, and after `steps` AdamW steps the parameters are the one-process ones."""
     hcg = init(strategy.loads(text))
-    reference = llama()
+    reference = llama(heads, kv_heads)
     model = parallel.parallelize(copy.deepcopy(reference))
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), max_grad_norm=clip)
     ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
@@ -96,23 +96,24 @@ class Plain(nn.Module):
         return self.out(y.transpose(1, 2).reshape(b, s, 32))
 
 
-def plain_parity(text: str) -> dict:
-    """parallel.sep_attention on this rank's chunk equals SDPA over the whole rows: outputs and gradients."""
+def plain_parity(text: str, causal: bool = True) -> dict:
+    """parallel.sep_attention on this rank's chunk (cp_attention on its two, under cp) equals SDPA over the whole
+    rows: outputs and gradients."""
     hcg = init(strategy.loads(text))
     torch.manual_seed(0)
     model = Plain()
     reference = copy.deepcopy(model)
     ids, _ = _rows(0, ROWS)
-    size = SEQ // hcg.sep_size
-    mine = slice(hcg.sep_rank * size, (hcg.sep_rank + 1) * size)
-    out = model(ids[:, mine], lambda q, k, v: parallel.sep_attention(q, k, v))
-    ref = reference(ids, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+    mine = parallel.split_sequence({"input_ids": ids})["position_ids"][0]
+    attend, group = (parallel.cp_attention, hcg.cp_group) if hcg.cp_size > 1 else (parallel.sep_attention, hcg.sep_group)
+    out = model(ids[:, mine], lambda q, k, v: attend(q, k, v, is_causal=causal))
+    ref = reference(ids, lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True))
     close(out, ref[:, mine], "output")
     out.pow(2).sum().backward()
     ref.pow(2).sum().backward()
     for (name, p), r in zip(model.named_parameters(), reference.parameters()):
         g = p.grad.clone()
-        dist.all_reduce(g, group=hcg.sep_group)  # each rank's gradient covers its tokens' outputs
+        dist.all_reduce(g, group=group)  # each rank's gradient covers its tokens' outputs
         # Summed over every token in another order: float32 rounding scales with the gradient, not with each entry.
         close(g, r.grad, f"grad {name}", atol=RTOL * float(r.grad.abs().max()))
     return {"ok": True}
@@ -207,16 +208,17 @@ def own_without_sep_attention(text: str) -> dict:
     return {"error": None}
 
 
-def pp_with_sep_refused() -> dict:
-    """pp_degree 2 with sep_degree 2: parallelize refuses it, naming both, before changing the model."""
-    init(strategy.loads("hybrid_configs { pp_degree: 2 sep_degree: 2 } pipeline_configs { accumulate_steps: 2 }"))
+def pp_with_sep_refused(
+        text: str = "hybrid_configs { pp_degree: 2 sep_degree: 2 } pipeline_configs { accumulate_steps: 2 }") -> dict:
+    """pp_degree 2 with sep_degree (or cp_degree) 2: parallelize refuses it, naming both, before changing the model."""
+    init(strategy.loads(text))
     model = llama()
     before = [type(m).__name__ for m in model.modules()]
     try:
         parallel.parallelize(model, plan={})
     except strategy.StrategyError as e:
         return {"error": str(e), "field": e.field, "unchanged": [type(m).__name__ for m in model.modules()] == before
-                and model.config._attn_implementation != "parallel_sep"}
+                and model.config._attn_implementation not in ("parallel_sep", "parallel_cp")}
     return {"error": None}
 
 

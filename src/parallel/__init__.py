@@ -8,7 +8,8 @@ Layout (each subpackage imports only those above it):
     tensor/      mp collectives, parallel layers, sequence parallelism
     sharding/    ZeRO stages 1-3 on FSDP2 over the sharding axis
     pipeline/    pipeline stages and schedules on torch.distributed.pipelining over the pp axis
-    sep/         sequence split over the sep axis, Ulysses all-to-all attention
+    sep/         sequence split over the sep (or cp) axis, Ulysses all-to-all attention
+    cp/          context parallelism: load-balanced chunks, attention over all-gathered keys and values
     training/    optimizer wrapper, amp, clipping, gradient merge, recompute, replica checks
     checkpoint/  DCP save / load / reshard, the `strategy checkpoint` command
     compose/     `parallelize`: a user's model, parallelised in one fixed order
@@ -17,7 +18,8 @@ Layout (each subpackage imports only those above it):
 from .checkpoint import Checkpoint, full_state_dict, load, save
 from .compose import parallelize
 from .pipeline import PipelineModel
-from .sep import sep_attention, split_sequence
+from .sep import sep_attention, sequence_positions, split_sequence
+from .cp import cp_attention
 from .sharding import apply_sharding
 from .tensor import (
     ColumnParallelLinear,
@@ -54,6 +56,7 @@ __all__ = [
     "cast_for_amp",
     "check_replicas",
     "communicator_options",
+    "cp_attention",
     "current",
     "destroy",
     "full_state_dict",
@@ -67,5 +70,6 @@ __all__ = [
     "save",
     "scatter_to_sequence",
     "sep_attention",
+    "sequence_positions",
     "split_sequence",
 ]

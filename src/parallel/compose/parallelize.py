@@ -18,6 +18,7 @@ from ..pipeline.runner import LossFn, PipelineModel, check_cut, split_model
 from ..sep.hf import check_heads, is_hugging_face
 from ..sep.hf import install as install_sep_attention
 from ..sep.required import require_sep_attention
+from ..cp.wiring import install_cp_attention, require_cp_attention
 from ..sharding.fsdp import apply_sharding, sharding_units
 from ..tensor.column import ColumnParallelLinear
 from ..tensor.data import broadcast_data
@@ -110,6 +111,8 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
     if hcg.sep_size > 1 and is_hugging_face(model):  # after tensor parallelism: mp and sep split the heads together
         install_sep_attention(model, hcg)
+    if hcg.cp_size > 1 and is_hugging_face(model):  # after tensor parallelism: cp attends over mp's heads
+        install_cp_attention(model, hcg)
     setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
     if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1 and hcg.pp_size == 1:  # pipelines broadcast per stage
@@ -118,8 +121,10 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them
         if hcg.sep_size > 1:  # a Hugging Face model attends through it now; a model of one's own must
             require_sep_attention(model)
+        if hcg.cp_size > 1:
+            require_cp_attention(model)
         return model
-    _, chunks, stages = split_model(model, hcg)  # (check_cut refused sep_degree > 1 above)
+    _, chunks, stages = split_model(model, hcg)  # (check_cut refused sep_degree and cp_degree > 1 above)
     for chunk in chunks:
         apply_sharding(chunk, hcg=hcg)  # each stage's chunk: its blocks, plus the chunk as the root
     return PipelineModel(model, chunks, stages, hcg, loss_fn)

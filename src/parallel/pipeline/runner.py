@@ -20,7 +20,7 @@ from torch.distributed.pipelining import PipelineStage, schedules
 from strategy import StrategyError
 
 from ..tensor.data import broadcast_data
-from ..topology.groups import HybridGroup
+from ..topology.groups import SEQUENCE_AXES, HybridGroup
 from ..topology.guard import guard
 from .chunks import chunk_for, is_hugging_face_decoder
 from .evaluation import ForwardOnlyV, needs_forward_only_v
@@ -44,13 +44,15 @@ def pipeline_stages(hcg: HybridGroup) -> tuple[int, ...]:
 
 def check_cut(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[range]]:
     """Where `model` is cut and each stage's blocks; StrategyError (nothing changed) when it cannot be."""
-    if hcg.sep_size > 1:
-        # A stage gets micro-batches of whole rows: it would number this sep rank's chunk from position 0 and shift
-        # the labels inside the chunk, training on wrong positions and losing each chunk's last target.
-        raise StrategyError(
-            f"hybrid_configs.pp_degree {hcg.pp_size} with hybrid_configs.sep_degree {hcg.sep_size}: the pipeline does "
-            "not carry sep's global positions and shifted labels between stages yet; set one of them to 1",
-            field="hybrid_configs.sep_degree")
+    for axis in SEQUENCE_AXES:
+        degree = getattr(hcg, f"{axis}_size")
+        if degree > 1:
+            # A stage gets micro-batches of whole rows: it would number this rank's chunks from position 0 and shift
+            # the labels inside them, training on wrong positions and losing each chunk's last target.
+            raise StrategyError(
+                f"hybrid_configs.pp_degree {hcg.pp_size} with hybrid_configs.{axis}_degree {degree}: the "
+                f"pipeline does not carry {axis}'s global positions and shifted labels between stages yet; set one "
+                "of them to 1", field=f"hybrid_configs.{axis}_degree")
     c = cut(model)
     num_stages = hcg.pp_size * hcg.resolved.pipeline.virtual_pp_degree
     return c, chunk_blocks(c.size, num_stages, f"{type(model).__name__}.{c.blocks}")

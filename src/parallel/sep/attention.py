@@ -17,10 +17,20 @@ from torch.distributed._functional_collectives import all_to_all_single_autograd
 
 from ..topology.groups import HybridGroup, current
 
-__all__ = ["CALLS", "heads_to_sequence", "sep_attention", "sequence_to_heads"]
+__all__ = ["CALLS", "heads_to_sequence", "record_call", "sep_attention", "sequence_to_heads"]
 
 # A forward that must attend through sep_attention sets a list here; each call appends to it (sep.required's check).
 CALLS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("sep_attention_calls", default=None)
+
+
+def record_call(calls: contextvars.ContextVar[list[int] | None], parts: int, q: torch.Tensor, k: torch.Tensor) -> None:
+    """Count the call for a first-forward check that is listening (`sep.required`); key/value heads must divide the
+    query heads."""
+    listening = calls.get()
+    if listening is not None:
+        listening.append(parts)
+    if q.shape[1] % k.shape[1]:
+        raise ValueError(f"key/value heads ({k.shape[1]}) must divide the query heads ({q.shape[1]})")
 
 
 def _exchange(send: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
@@ -63,12 +73,8 @@ def sep_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causa
     """
     hcg = hcg or current()
     parts = hcg.sep_size
-    calls = CALLS.get()
-    if calls is not None:
-        calls.append(parts)
+    record_call(CALLS, parts, q, k)
     heads, kv_heads = q.shape[1], k.shape[1]
-    if heads % kv_heads:
-        raise ValueError(f"key/value heads ({kv_heads}) must divide the query heads ({heads})")
     if parts == 1:
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
                                               enable_gqa=kv_heads != heads)

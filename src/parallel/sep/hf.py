@@ -7,6 +7,7 @@ first (tensor parallelism) and then by sep, so the model's heads must divide by 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -43,21 +44,22 @@ def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
             "(mp × sep) of them; change the degrees", field=FIELD)
 
 
-def install(model: nn.Module, hcg: HybridGroup) -> None:
-    """Register the Ulysses kernel with transformers and make the model use it."""
+def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
+            kernel: Callable[..., torch.Tensor] = sep_attention) -> None:
+    """Register `kernel` (the Ulysses one, or cp's) with transformers under `name` and make the model use it."""
     from transformers import AttentionInterface
 
     def attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                   is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-        # A causal decoder's mask is the causal triangle over global positions, which sep_attention applies itself.
-        out = sep_attention(query, key, value, is_causal=True if is_causal is None else is_causal, scale=scaling, hcg=hcg)
+        # A causal decoder's mask is the causal triangle over global positions, which the kernel applies itself.
+        out = kernel(query, key, value, is_causal=True if is_causal is None else is_causal, scale=scaling, hcg=hcg)
         return out.transpose(1, 2).contiguous(), None
 
-    AttentionInterface.register(ATTENTION, attention)
+    AttentionInterface.register(name, attention)
     config: Any = model.config
-    config._attn_implementation = ATTENTION
+    config._attn_implementation = name
     for sub in model.modules():  # sub-configs a model may carry (text_config, ...) follow
         config = getattr(sub, "config", None)
         if config is not None and hasattr(config, "_attn_implementation"):
-            config._attn_implementation = ATTENTION
+            config._attn_implementation = name

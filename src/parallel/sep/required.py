@@ -1,10 +1,12 @@
-"""Under sep each rank holds a chunk of every row, so attention must exchange chunks: a model's forward has to reach
-`sep_attention`. Whether it does is known only by running it, so the first forward checks, then the check goes away.
+"""Under sep or cp each rank holds a share of every row, so attention must exchange it: a model's forward has to reach
+`sep_attention` (or `cp_attention`). Whether it does is known only by running it, so the first forward checks, then
+the check goes away.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import contextvars
+from typing import Any, NamedTuple
 
 from torch import nn
 from torch.utils.hooks import RemovableHandle
@@ -13,21 +15,40 @@ from strategy import StrategyError
 
 from .attention import CALLS
 
-__all__ = ["FIELD", "require_sep_attention"]
+__all__ = ["FIELD", "SEP", "Requirement", "require_attention", "require_sep_attention"]
 
 FIELD = "hybrid_configs.sep_degree"
 
 
+class Requirement(NamedTuple):
+    """What a sequence axis asks of a model's forward: the degree's field, the function to call, where its calls are
+    counted, and what each rank holds of a row (for the message)."""
+
+    field: str
+    function: str
+    calls: contextvars.ContextVar[list[int] | None]
+    share: str  # "a chunk of every row"
+    seen: str  # "this rank's chunk"
+
+
+SEP = Requirement(FIELD, "sep_attention", CALLS, "a chunk of every row", "this rank's chunk")
+
+
 def require_sep_attention(model: nn.Module) -> None:
     """Make the first forward of `model` raise unless it called `sep_attention`."""
-    _Check(model, type(model).__name__)
+    require_attention(model, SEP)
+
+
+def require_attention(model: nn.Module, requirement: Requirement) -> None:
+    """Make the first forward of `model` raise unless it called `requirement.function`."""
+    _Check(model, type(model).__name__, requirement)
 
 
 class _Check:
     """One module's first-forward check: a pre-hook opens a list of calls, the forward hook reads it."""
 
-    def __init__(self, module: nn.Module, name: str) -> None:
-        self.name = name
+    def __init__(self, module: nn.Module, name: str, requirement: Requirement) -> None:
+        self.name, self.requirement = name, requirement
         self.token: Any = None
         self.calls: list[int] = []
         self.handles: list[RemovableHandle] = [module.register_forward_pre_hook(self.before),
@@ -36,21 +57,23 @@ class _Check:
     def before(self, module: nn.Module, args: Any) -> None:
         self._restore()  # a forward that raised never reached `after`: its list must not stay current
         self.calls = []
-        self.token = CALLS.set(self.calls)
+        self.token = self.requirement.calls.set(self.calls)
 
     def after(self, module: nn.Module, args: Any, output: Any) -> None:
         self._restore()
         if not self.calls:
+            r = self.requirement
+            degree = r.field.rpartition(".")[2]
             raise StrategyError(
-                f"{FIELD} > 1 gives each rank a chunk of every row, but {self.name}'s forward never called "
-                "parallel.sep_attention, so its attention saw only this rank's chunk: it is neither a Hugging Face "
+                f"{r.field} > 1 gives each rank {r.share}, but {self.name}'s forward never called "
+                f"parallel.{r.function}, so its attention saw only {r.seen}: it is neither a Hugging Face "
                 "model whose attention parallelize switches (through transformers' AttentionInterface) nor a model "
-                "that attends through parallel.sep_attention; call parallel.sep_attention(q, k, v) where it attends "
-                "(a drop-in for F.scaled_dot_product_attention), or set sep_degree: 1", field=FIELD)
-        for handle in self.handles:  # it attends through sep_attention: nothing more to check
+                f"that attends through parallel.{r.function}; call parallel.{r.function}(q, k, v) where it attends "
+                f"(a drop-in for F.scaled_dot_product_attention), or set {degree}: 1", field=r.field)
+        for handle in self.handles:  # it attends through the function: nothing more to check
             handle.remove()
 
     def _restore(self) -> None:
         if self.token is not None:
-            CALLS.reset(self.token)
+            self.requirement.calls.reset(self.token)
             self.token = None

@@ -25,6 +25,9 @@ __all__ = ["AXES", "HybridGroup", "communicator_options", "current", "destroy", 
 
 
 AXES = ("dp", "pp", "sharding", "sep", "cp", "mp")  # Paddle's default order, outermost first
+# The axes that split every row's tokens: their ranks read the same batch, hold replicas of every parameter, and each
+# one's loss is its share of the rows, so gradients are summed over them.
+SEQUENCE_AXES = ("sep", "cp")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,7 +20,7 @@ from ..tensor.shards import is_sharded
 from ..sharding.fsdp import sharded_roots
 from ..topology.coalesced import all_reduce_coalesced, broadcast_coalesced
 from ..topology.dtensors import is_data_sharded, local
-from ..topology.groups import HybridGroup, current
+from ..topology.groups import SEQUENCE_AXES, HybridGroup, current
 from .amp import LossScaler, found_nonfinite
 from .clipping import clip_by_global_norm
 
@@ -38,7 +38,7 @@ class HybridParallelOptimizer:
     step() (clip_grad_norm_ does 1-2 early, to clip the final gradient):
       1. sum the gradients of sequence-parallel parameters over the mp group (mark_sequence_parallel), then
          average every gradient (main_grad where present) over the dp group, one all-reduce per dtype, and sum
-         it over the sep group (each sep rank's loss is a share of the same rows);
+         it over the sep or cp group (each rank's loss there is a share of the same rows);
       2. sync_grad: replicated parameters' gradients agree across the mp group (sync_mode);
       3. hand main_grad to the optimizer; bf16/fp16 parameters step through fp32 master copies;
       4. sync_param / sync_moment: replicated parameters and their same-shaped optimizer state agree.
@@ -188,9 +188,10 @@ class HybridParallelOptimizer:
         if self._reduced is not None:
             return self._reduced
         grads = []
+        split = [axis for axis in SEQUENCE_AXES if getattr(self.hcg, f"{axis}_size") > 1]
         for p in self._model_params:
             g = grad_of(p)
-            if g is None and p.requires_grad and (self.hcg.dp_size > 1 and not is_data_sharded(p) or self.hcg.sep_size > 1):
+            if g is None and p.requires_grad and (self.hcg.dp_size > 1 and not is_data_sharded(p) or split):
                 # Unused on this replica (a branch not taken): every rank must reduce the same buffers.
                 g = p.grad = torch.zeros_like(p)
             if g is not None:
@@ -199,10 +200,10 @@ class HybridParallelOptimizer:
         sum_sequence_parallel_grads(grads, self.hcg)
         if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already
             all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p)], self.hcg.dp_group, average=True)
-        if self.hcg.sep_size > 1:
-            # Each sep rank's loss is its share of the rows' tokens: the gradient is the sum of the shares (Paddle's
-            # "sep all reduce is not scaled").
-            all_reduce_coalesced([g for _, g in grads], self.hcg.sep_group, average=False)
+        for axis in split:
+            # Each sep (cp) rank's loss is its share of the rows' tokens: the gradient is the sum of the shares
+            # (Paddle's "sep all reduce is not scaled").
+            all_reduce_coalesced([g for _, g in grads], self.hcg.group(axis), average=False)
         if self.settings.sync_grad:
             self._sync([g for p, g in grads if not is_sharded(p)])
         # Unscale (fp16 loss scaling) and average the merged micro-steps in one multiplication.

@@ -14,7 +14,7 @@ from torch import nn
 from ..tensor.sequence import is_sequence_parallel
 from ..tensor.shards import is_sharded
 from ..topology.dtensors import local
-from ..topology.groups import HybridGroup, current
+from ..topology.groups import SEQUENCE_AXES, HybridGroup, current
 from ..topology.guard import guard
 
 __all__ = ["ReplicaMismatchError", "check_replicas"]
@@ -44,7 +44,7 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
             values += [(f"{n} (gradient)", g) for n, p in named
                        if not is_sharded(p) and not is_sequence_parallel(p) and (g := _grad(p)) is not None]
         checks.append(("mp", "mp group", values))
-    for axis in ("dp", "sep"):  # sep ranks hold replicas too: they differ only in the tokens they see
+    for axis in ("dp", *SEQUENCE_AXES):  # sep and cp ranks hold replicas too: they differ only in the tokens they see
         if getattr(hcg, f"{axis}_size") > 1:
             checks.append((axis, f"{axis} replicas", [(n, p.detach()) for n, p in named]))
     for axis, what, values in checks:

@@ -252,6 +252,10 @@ def _groups(topology: Topology | str, pending: list[str]) -> tuple[dict[str, Any
         shares = ", ".join(f"rank {r} tokens [{r}/{sep}, {r + 1}/{sep})" for r in range(sep))
         lines.append(f"  each sep group splits every row into {sep} contiguous chunks ({shares} of its length); "
                      "they read the same batch")
+    cp = topology.degrees.get("cp", 1)
+    if cp > 1:  # the causal load balance: every cp rank does the same attention work
+        shares = ", ".join(f"rank {r} chunks {r} and {2 * cp - 1 - r}" for r in range(cp))
+        lines.append(f"  each cp group cuts every row into {2 * cp} chunks ({shares}); they read the same batch")
     if len(lines) == 1:
         lines.append("  none: every axis has degree 1")
     if pending:

@@ -1,0 +1,97 @@
+"""Context-parallel attention: this rank's two chunks of queries over the whole sequence's keys and values.
+
+Under cp each rank holds chunks r and 2·cp − 1 − r of every row (of 2·cp equal chunks: `split_sequence`), every
+head. Attention needs every key position before a query, so the keys and values of the cp group are all-gathered
+(torch's functional `all_gather_single_autograd`: the backward reduce-scatters their gradients back to the rank
+that holds them), put back in sequence order, and each query chunk attends over the prefix that ends with it, the
+causal mask aligned to its lower right: exactly the rows of the one-process attention matrix this rank owns.
+
+Why all-gather and not torch's ring (`torch.distributed.tensor.experimental.context_parallel`): torch 2.13's ring
+dispatches only CUDA's flash, efficient and cuDNN SDPA kernels on DTensor-sharded buffers (CPU SDPA has no rule),
+and takes over the module's whole forward; this is a drop-in for `F.scaled_dot_product_attention` on plain tensors,
+grouped-query included, that runs on every device. The volume is the ring's (each rank receives the other ranks'
+keys and values once per layer), sent as one collective instead of cp − 1 overlapped steps; Llama 3's context
+parallelism does the same (Dubey et al., 2024, §3.3.2). The load balance makes every rank attend over the same number
+of key positions: (r + 1) + (2·cp − r) chunks.
+"""
+
+from __future__ import annotations
+
+import contextvars
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.distributed._functional_collectives import all_gather_single_autograd, wait_tensor
+from torch.nn.attention.bias import causal_lower_right
+
+from ..sep.attention import record_call
+from ..topology.groups import HybridGroup, current
+
+__all__ = ["CALLS", "cp_attention", "gather_sequence"]
+
+# A forward that must attend through cp_attention sets a list here; each call appends to it (the first-forward check).
+CALLS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("cp_attention_calls", default=None)
+
+
+def gather_sequence(k: torch.Tensor, v: torch.Tensor, group: dist.ProcessGroup, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every cp rank's keys and values `[b, heads, 2·chunk, d]` (chunks r and 2·parts − 1 − r) -> the whole
+    sequence `[b, heads, 2·parts·chunk, d]` in order, with an autograd all-gather (one for both)."""
+    b, h, two_chunks, d = k.shape
+    chunk = two_chunks // 2
+    both = torch.stack([k, v]).contiguous()  # [2, b, h, 2·chunk, d]
+    gathered = wait_tensor(all_gather_single_autograd(both, 0, group))  # rank after rank on dim 0
+    g = gathered.view(parts, 2, b, h, 2, chunk, d)
+    # Chunk c < parts is rank c's first; chunk c >= parts is rank (2·parts − 1 − c)'s second.
+    first = g[:, :, :, :, 0].permute(1, 2, 3, 0, 4, 5).reshape(2, b, h, parts * chunk, d)
+    second = g.flip(0)[:, :, :, :, 1].permute(1, 2, 3, 0, 4, 5).reshape(2, b, h, parts * chunk, d)
+    whole = torch.cat([first, second], dim=3)
+    return whole[0], whole[1]
+
+
+def _prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """Queries that are the last `q_len` positions of the `k_len` keys: causal, aligned to the lower right."""
+    q_len, k_len = q.shape[2], k.shape[2]
+    gqa = k.shape[1] != q.shape[1]
+    if q.is_cuda and not gqa:  # CUDA's flash and efficient kernels take a lower-right causal mask without building it
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q_len, k_len), scale=scale)
+    mask = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).tril(k_len - q_len)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+
+
+def cp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True,
+                 scale: float | None = None, hcg: HybridGroup | None = None) -> torch.Tensor:
+    """`F.scaled_dot_product_attention` over the whole sequence, for this cp rank's two chunks of it.
+
+    Args:
+        q, k, v: `[batch, heads, 2·chunk, head_dim]`, this cp rank's chunks r and 2·cp_degree − 1 − r of the
+            sequence, in that order (as `parallel.split_sequence` gives them); k and v may have fewer heads
+            (grouped-query attention), a divisor of q's.
+        is_causal, scale: as SDPA's, over global positions.
+
+    Returns:
+        `[batch, heads, 2·chunk, head_dim]`, the attention output of this rank's chunks. At cp_degree 1, plain SDPA.
+
+    Example::
+
+        y = parallel.cp_attention(q, k, v)        # q, k, v: this rank's chunks at cp 2 (a quarter of the row each)
+    """
+    hcg = hcg or current()
+    parts = hcg.cp_size
+    record_call(CALLS, parts, q, k)
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if parts == 1:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=kv_heads != heads)
+    if q.shape[2] % 2 or k.shape[2] != q.shape[2]:
+        raise ValueError(f"under cp_degree {parts} q, k and v hold this rank's two equal chunks of the sequence: "
+                         f"got {q.shape[2]} query and {k.shape[2]} key positions")
+    keys, values = gather_sequence(k, v, hcg.cp_group, parts)
+    if not is_causal:
+        return F.scaled_dot_product_attention(q, keys, values, scale=scale, enable_gqa=kv_heads != heads)
+    chunk = q.shape[2] // 2
+    outs = []
+    for slot, c in enumerate((hcg.cp_rank, 2 * parts - 1 - hcg.cp_rank)):
+        end = (c + 1) * chunk  # chunk c attends over every key up to its own last position
+        outs.append(_prefix_attention(q[:, :, slot * chunk:(slot + 1) * chunk], keys[:, :, :end], values[:, :, :end],
+                                      scale))
+    return torch.cat(outs, dim=2)

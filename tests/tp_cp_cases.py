@@ -1,0 +1,67 @@
+"""Rank-side cases of context parallelism (cp): the composition with amp, gradient merge and recompute, against one
+process on the same rows. The Hugging Face Llama, plain-model, checkpoint and refusal cases are sep's
+(`tp_sep_cases`), which split_sequence, the attention switch and the optimizer serve under cp as under sep."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+import parallel
+import strategy
+from rank_helpers import close, data_mean, init
+from tp_sep_cases import LR, ROWS, _rows, llama
+
+
+def cp_text(cp: int, *, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int = 3, extra: str = "") -> str:
+    text = f"{extra} hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} cp_degree: {cp} sharding_degree: {sharding}"
+    return text + (f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }")
+
+
+def options_parity(text: str, steps: int = 4) -> dict:
+    """A Llama under cp with recompute and gradient merge (k_steps 2): every micro-step's shares sum to the one-process
+    loss, and after `steps` micro-steps the parameters are those of one process accumulating the same micro-batches."""
+    hcg = init(strategy.loads(text))
+    reference = llama()
+    model = parallel.parallelize(copy.deepcopy(reference))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    k = hcg.resolved.gradient_merge.k_steps
+    losses, ref_losses = [], []
+    for step in range(steps):
+        ids, labels = _rows(step, ROWS)
+        share = model(**parallel.split_sequence({"input_ids": ids, "labels": labels})).loss
+        share.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(data_mean(share, hcg))
+        ref = reference(input_ids=ids, labels=labels).loss
+        (ref / k).backward()  # gradient merge averages its k micro-steps (gradient_merge_configs.avg)
+        ref_losses.append(float(ref))
+        if (step + 1) % k == 0:
+            ref_opt.step()
+            ref_opt.zero_grad()
+    full = parallel.full_state_dict(model)
+    for name, value in reference.state_dict().items():
+        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    recomputed = sum(hasattr(m, "_parallel_recompute") for m in model.modules())  # recompute's mark on a module
+    return {"losses": losses, "ref_losses": ref_losses, "merge": k, "recompute": hcg.resolved.recompute.enabled,
+            "wrapped": recomputed}
+
+
+def amp_losses(text: str, steps: int = 3) -> list[float]:
+    """A Llama under bf16 autocast: the whole batch's loss each step (the shares summed over cp)."""
+    hcg = init(strategy.loads(text))
+    model = parallel.parallelize(llama())
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    losses = []
+    for step in range(steps):
+        ids, labels = _rows(step, ROWS)
+        with parallel.autocast():
+            share = model(**parallel.split_sequence({"input_ids": ids, "labels": labels})).loss
+        opt.scale(share).backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(data_mean(share, hcg))
+    return losses
