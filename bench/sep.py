@@ -24,7 +24,7 @@ LENGTHS = (1024, 2048, 4096, 8192)
 HIDDEN, HEADS, KV_HEADS, LAYERS, VOCAB = 64, 4, 2, 2, 256
 
 
-def _llama():
+def llama():
     import transformers
 
     config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN,
@@ -72,13 +72,13 @@ def _by_hand_attention(group, parts):
     return attention
 
 
-def _step(model, ids, hcg):
+def train_step(model, ids, hcg):
     piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
     model(**piece).loss.backward()
     model.zero_grad(set_to_none=True)
 
 
-def _saved(model, ids, hcg) -> int:
+def saved_bytes(model, ids, hcg) -> int:
     sizes: list[int] = []
 
     def pack(t):
@@ -96,15 +96,15 @@ def run(rank, world, device, rounds):
     from transformers import AttentionInterface
 
     hcg = parallel.init(strategy.loads(f"hybrid_configs {{ dp_degree: 1 sep_degree: {world} }}"))
-    ours = parallel.parallelize(_llama(), plan={})
-    theirs = _llama()
+    ours = parallel.parallelize(llama(), plan={})
+    theirs = llama()
     if world > 1:
         AttentionInterface.register("by_hand_ulysses", _by_hand_attention(hcg.sep_group, world))
         theirs.config._attn_implementation = "by_hand_ulysses"
     out = {}
     for length in LENGTHS:
         ids = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(length))
-        times = harness.interleaved({"ours": lambda: _step(ours, ids, hcg), "by hand": lambda: _step(theirs, ids, hcg)},
+        times = harness.interleaved({"ours": lambda: train_step(ours, ids, hcg), "by hand": lambda: train_step(theirs, ids, hcg)},
                                     harness.Timer(device), rounds, warmup=1)
         # Bytes each rank sends per step: q, k, v and the output forward, their gradients backward; (sep-1)/sep
         # of each leaves the rank.
@@ -112,7 +112,7 @@ def run(rank, world, device, rounds):
         kv = max(KV_HEADS, world) if KV_HEADS % world else KV_HEADS
         per_layer = (2 * HEADS + 2 * kv) * local * (HIDDEN // HEADS) * 4 * (world - 1) / world
         out[length] = {"ours": harness.max_over_ranks(times["ours"]), "by hand": harness.max_over_ranks(times["by hand"]),
-                       "saved": harness.max_over_ranks(_saved(ours, ids, hcg)), "a2a": 2 * LAYERS * per_layer}
+                       "saved": harness.max_over_ranks(saved_bytes(ours, ids, hcg)), "a2a": 2 * LAYERS * per_layer}
     return out
 
 

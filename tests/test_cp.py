@@ -134,3 +134,31 @@ def test_the_cp_example_strategy_fine_tunes_as_one_process(pools):
     single = pools(1).run(sep_cases.finetune_losses, cases.cp_text(1), 3)
     path = ROOT / "examples" / "strategies" / "cp2.prototxt"
     assert pools(2).run(sep_cases.finetune_losses, str(path), 3)[0] == pytest.approx(single[0], rel=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["cpu_prefix_attention", "lower_right_attention", "masked_prefix_attention"])
+@pytest.mark.parametrize(("past", "kv_heads", "dtype"), [(0, 2, torch.float32), (2, 2, torch.float32),
+                                                          (3, 1, torch.float32), (2, 4, torch.bfloat16)])
+def test_each_prefix_kernel_is_causal_sdpa_aligned_to_the_lower_right(kernel, past, kv_heads, dtype):
+    """A chunk's queries over the keys up to their own: the CPU flash blocks merged by log-sum-exp (what runs on CPU),
+    the CUDA kernels' lower-right bias (run here through its CPU fallback) and the mask, against SDPA on the whole
+    causal sequence: outputs and gradients."""
+    import warnings
+
+    from parallel.cp import attention
+
+    torch.manual_seed(past)
+    chunk, d = 8, 16
+    q = torch.randn(2, 4, (past + 1) * chunk, d, dtype=dtype, requires_grad=True)
+    k, v = (torch.randn(2, kv_heads, (past + 1) * chunk, d, dtype=dtype, requires_grad=True) for _ in range(2))
+    whole = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.3, enable_gqa=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the causal bias on CPU warns that it falls back from the CUDA kernels
+        mine = getattr(attention, kernel)(q[:, :, -chunk:], k, v, 0.3)
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-6}
+    torch.testing.assert_close(mine, whole[:, :, -chunk:], **tol)
+    grad = torch.randn_like(mine)
+    got = torch.autograd.grad(mine, (q, k, v), grad)
+    want = torch.autograd.grad(whole[:, :, -chunk:], (q, k, v), grad)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, **tol)

@@ -18,6 +18,7 @@ of key positions: (r + 1) + (2·cp − r) chunks.
 from __future__ import annotations
 
 import contextvars
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -28,7 +29,8 @@ from torch.nn.attention.bias import causal_lower_right
 from ..sep.attention import record_call
 from ..topology.groups import HybridGroup, current
 
-__all__ = ["CALLS", "cp_attention", "gather_sequence"]
+__all__ = ["CALLS", "cp_attention", "cpu_prefix_attention", "gather_sequence", "lower_right_attention",
+           "masked_prefix_attention", "prefix_attention"]
 
 # A forward that must attend through cp_attention sets a list here; each call appends to it (the first-forward check).
 CALLS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("cp_attention_calls", default=None)
@@ -49,14 +51,71 @@ def gather_sequence(k: torch.Tensor, v: torch.Tensor, group: dist.ProcessGroup, 
     return whole[0], whole[1]
 
 
-def _prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
-    """Queries that are the last `q_len` positions of the `k_len` keys: causal, aligned to the lower right."""
+_FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+_FLASH_CPU_BACKWARD = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
+
+
+class _CpuPrefixAttention(torch.autograd.Function):
+    """Queries over the keys before their chunk (no mask) and over their own chunk (causal), on CPU's flash kernel,
+    the two merged by their log-sum-exp; the backward gives each block the merged output and log-sum-exp, as ring
+    attention does, so each block's gradients are its share of the whole softmax's. CPU SDPA has no lower-right causal
+    kernel: a mask would send it to the math path, which saves the whole score matrix (quadratic in the sequence)."""
+
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, past_k: torch.Tensor, past_v: torch.Tensor, own_k: torch.Tensor,
+                own_v: torch.Tensor, scale: float | None) -> torch.Tensor:
+        out, lse = _FLASH_CPU(q, own_k, own_v, 0.0, True, scale=scale)
+        if past_k.shape[2]:
+            past_out, past_lse = _FLASH_CPU(q, past_k, past_v, 0.0, False, scale=scale)
+            merged = torch.logaddexp(past_lse, lse)
+            out = (torch.exp(past_lse - merged).unsqueeze(-1) * past_out
+                   + torch.exp(lse - merged).unsqueeze(-1) * out).to(q.dtype)
+            lse = merged
+        ctx.save_for_backward(q, past_k, past_v, own_k, own_v, out, lse)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, past_k, past_v, own_k, own_v, out, lse = ctx.saved_tensors
+        grad = grad.contiguous()
+        dq, own_dk, own_dv = _FLASH_CPU_BACKWARD(grad, q, own_k, own_v, out, lse, 0.0, True, scale=ctx.scale)
+        if past_k.shape[2]:
+            past_dq, past_dk, past_dv = _FLASH_CPU_BACKWARD(grad, q, past_k, past_v, out, lse, 0.0, False,
+                                                            scale=ctx.scale)
+            dq = dq + past_dq
+        else:
+            past_dk, past_dv = torch.zeros_like(past_k), torch.zeros_like(past_v)
+        return dq, past_dk, past_dv, own_dk, own_dv, None
+
+
+def prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """Queries that are the last `q_len` positions of the `k_len` keys: causal, aligned to the lower right. On CPU
+    by two flash blocks merged; on CUDA by its kernels' lower-right causal bias; elsewhere with a mask."""
+    if q.device.type == "cpu":
+        return cpu_prefix_attention(q, k, v, scale)
+    if q.is_cuda:
+        return lower_right_attention(q, k, v, scale)
+    return masked_prefix_attention(q, k, v, scale)
+
+
+def cpu_prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
+    cut = k.shape[2] - q.shape[2]
+    return _CpuPrefixAttention.apply(q, k[:, :, :cut], v[:, :, :cut], k[:, :, cut:], v[:, :, cut:], scale)
+
+
+def lower_right_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
+    """CUDA's flash and efficient kernels apply a lower-right causal bias without building it; they take it with
+    equal heads, so grouped key/value heads are repeated."""
+    if k.shape[1] != q.shape[1]:
+        k, v = (t.repeat_interleave(q.shape[1] // k.shape[1], dim=1) for t in (k, v))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q.shape[2], k.shape[2]), scale=scale)
+
+
+def masked_prefix_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float | None) -> torch.Tensor:
     q_len, k_len = q.shape[2], k.shape[2]
-    gqa = k.shape[1] != q.shape[1]
-    if q.is_cuda and not gqa:  # CUDA's flash and efficient kernels take a lower-right causal mask without building it
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=causal_lower_right(q_len, k_len), scale=scale)
     mask = torch.ones(q_len, k_len, dtype=torch.bool, device=q.device).tril(k_len - q_len)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale, enable_gqa=k.shape[1] != q.shape[1])
 
 
 def cp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True,
@@ -92,6 +151,6 @@ def cp_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal
     outs = []
     for slot, c in enumerate((hcg.cp_rank, 2 * parts - 1 - hcg.cp_rank)):
         end = (c + 1) * chunk  # chunk c attends over every key up to its own last position
-        outs.append(_prefix_attention(q[:, :, slot * chunk:(slot + 1) * chunk], keys[:, :, :end], values[:, :, :end],
+        outs.append(prefix_attention(q[:, :, slot * chunk:(slot + 1) * chunk], keys[:, :, :end], values[:, :, :end],
                                       scale))
     return torch.cat(outs, dim=2)
