@@ -140,7 +140,7 @@ def test_every_subcommand_has_help_with_an_example():
 
 def test_the_example_strategies_are_valid_and_formatted():
     files = sorted(str(p) for p in (ROOT / "examples" / "strategies").glob("*.prototxt"))
-    assert len(files) == 9
+    assert len(files) == 10
     result = strategy_cli("validate", *files)
     assert result.returncode == 0, result.stderr
     assert strategy_cli("fmt", "--check", *files).returncode == 0
