@@ -47,5 +47,7 @@ ALWAYS_ON_FIELD_NUMBER: _ClassVar[int]
 always_on: _descriptor.FieldDescriptor
 EXCLUDES_FIELD_NUMBER: _ClassVar[int]
 excludes: _descriptor.FieldDescriptor
+EXPERT_AXIS_FIELD_NUMBER: _ClassVar[int]
+expert_axis: _descriptor.FieldDescriptor
 FIELDS_HINT_FIELD_NUMBER: _ClassVar[int]
 fields_hint: _descriptor.FieldDescriptor

@@ -85,7 +85,7 @@ def test_an_item_with_a_comma_is_quoted():
     ("override", "message"),
     [
         ("hybrid_configs.order=[dp, tp]",
-         'hybrid_configs.order[1] must be one of "dp", "pp", "sharding", "sep", "cp", "mp"; got "tp"'),
+         'hybrid_configs.order[1] must be one of "dp", "pp", "sharding", "sep", "cp", "mp", "ep", "moe_sharding"; got "tp"'),
         ("hybrid_configs.order=[dp, mp, dp]", 'hybrid_configs.order[2] = "dp" repeats hybrid_configs.order[0]; keep one'),
         ("recompute_configs.checkpoint_shape=[1, x]", "recompute_configs.checkpoint_shape expects an integer, got the string 'x'"),
         ('recompute_configs.checkpoints=["a, b]', "recompute_configs.checkpoints: a quote (\") is not closed in [\"a, b]"),

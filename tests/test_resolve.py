@@ -83,7 +83,7 @@ def test_world_size_not_divisible_cannot_infer_dp():
         strategy.resolve(make(2), world_size=3)
 
 
-@pytest.mark.parametrize("name", ["ep_degree", "moe_sharding_degree"])
+@pytest.mark.parametrize("name", ["ep_degree"])
 def test_unimplemented_degrees_are_errors_naming_the_field(name):
     s = make(1)
     setattr(s.hybrid_configs, name, 2)

@@ -95,7 +95,7 @@ def test_an_unknown_axis_name_is_an_error_at_the_item():
     with pytest.raises(StrategyError) as info:
         strategy.loads('hybrid_configs {\n  order: ["dp", "tp"]\n}')
     assert str(info.value) == ('<string>:2:17: hybrid_configs.order[1] must be one of "dp", "pp", "sharding", "sep", '
-                               '"cp", "mp"; got "tp"')
+                               '"cp", "mp", "ep", "moe_sharding"; got "tp"')
     assert info.value.field == "hybrid_configs.order[1]"
 
 
@@ -124,7 +124,7 @@ def test_validate_reports_a_bad_order_at_its_line(write):
     path = write("o.yaml", "hybrid_configs:\n  mp_degree: 2\n  order: [dp, tp]\n")
     result = strategy_cli("validate", str(path))
     assert result.returncode == 1
-    assert result.stderr.strip() == f'{path}:3:15: hybrid_configs.order[1] must be one of "dp", "pp", "sharding", "sep", "cp", "mp"; got "tp"'
+    assert result.stderr.strip() == f'{path}:3:15: hybrid_configs.order[1] must be one of "dp", "pp", "sharding", "sep", "cp", "mp", "ep", "moe_sharding"; got "tp"'
     path = write("p.yaml", "hybrid_configs:\n  mp_degree: 2\n  order: [dp]\n")
     result = strategy_cli("validate", str(path), "--world-size", "2")
     assert result.returncode == 1

@@ -10,7 +10,8 @@ from typing import Any, NamedTuple
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
-from . import layout, memory
+from . import experts, layout, memory
+from .experts import ExpertLayout
 from ..schema import rules, support
 from .. import schema
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
@@ -118,6 +119,14 @@ def explanation(s: DistributedStrategy, *, world_size: int | None = None, params
         asked: Topology | str = layout.requested(s, world_size)
     except StrategyError as e:
         asked = e.message
+    expert: ExpertLayout | str | None = None
+    if isinstance(asked, Topology) and layout.has_experts(s.hybrid_configs):
+        try:
+            expert = experts.requested(s, world_size)
+        except StrategyError as e:
+            expert = e.message
+        if isinstance(expert, ExpertLayout):  # Paddle lays the dense axes out around the expert ones
+            asked = Topology.of(asked.degrees, expert.dense_order)
     degrees = {a.field: asked.degrees[a.name] for a in layout.plan().axes} if isinstance(asked, Topology) else {}
     folded = dict(_folded(resolved.notes))
     rows = []
@@ -130,9 +139,30 @@ def explanation(s: DistributedStrategy, *, world_size: int | None = None, params
         changed = is_set or effect.startswith("inferred") or effect == "always on" and value is False
         rows.append(Row(path, support.show(field, value), _data(field, value), "set" if is_set else "default", effect,
                         changed))
-    return Explanation(rows=rows, rules_broken=list(rules.requires_violations(s)), notes=list(resolved.notes),
-                       topology=asked, pending=_pending(asked, review), resolved=resolved, problems=problems,
-                       params=params)
+    found = Explanation(rows=rows, rules_broken=list(rules.requires_violations(s)), notes=list(resolved.notes),
+                        topology=asked, pending=_pending(asked, review), resolved=resolved, problems=problems,
+                        params=params)
+    if expert is not None:
+        _add_expert_groups(found, expert, review)
+    return found
+
+
+def _add_expert_groups(found: Explanation, expert: ExpertLayout | str, review: support.Review) -> None:
+    """The expert topology's groups after the dense ones: ep, moe_sharding and the experts' replicas (edp)."""
+    facts, lines = found.groups
+    if isinstance(expert, str):
+        facts["experts"] = {"error": expert}
+        lines.append(f"  expert groups: none, {expert}")
+        return
+    t = expert.topology
+    later = review.effects.get(f"{layout.plan().hybrid}.ep_degree", "").startswith("not implemented")
+    lines.append(f"  expert groups (order {', '.join(t.order)}; {t.order[-1]} innermost; {experts.REPLICAS}: the ranks "
+                 f"beyond pp × moe_sharding × ep, replicas of the same experts){'  (not implemented yet)' * later}:")
+    facts["experts"] = {"order": list(t.order), "axes": {}, "implemented": not later}
+    for axis, degree in t.degrees.items():
+        if degree > 1:
+            facts["experts"]["axes"][axis] = {"degree": degree, "groups": t.groups(axis)}
+            lines.append(f"    {axis} groups: " + " ".join(str(g) for g in t.groups(axis)))
 
 
 # "<path> is set but has no effect: why." and its variants (in PyTorch; set to false; a quoted value after the path)

@@ -24,7 +24,7 @@ from ..errors import Location, StrategyError
 if TYPE_CHECKING:
     from .topology import Topology
 
-__all__ = ["Axis", "complete_order", "env_is_set", "degrees", "nccl", "order", "plan", "requested"]
+__all__ = ["Axis", "complete_order", "env_is_set", "degrees", "has_experts", "nccl", "order", "plan", "requested"]
 
 
 class Axis(NamedTuple):
@@ -47,7 +47,8 @@ class _Plan(NamedTuple):
     read: Callable[[HybridConfig], tuple[int, ...]]  # a HybridConfig's degrees, in `fields` order, in one call
     inferable: tuple[Axis, ...]  # the axes with an (infer_value)
     order: str  # the (axis_order) field
-    default_order: tuple[str, ...]  # its (allowed) values, outermost first
+    default_order: tuple[str, ...]  # its (allowed) values that are (axis) names, outermost first
+    expert_axes: tuple[Axis, ...]  # the degrees with an (expert_axis): ep, moe_sharding (never inferred)
     # The NCCLConfig fields with a (group) whose status is implemented, by HybridConfig message, in order.
     comm_by_configs: tuple[tuple[str, tuple[_Comm, ...]], ...]
 
@@ -59,8 +60,10 @@ def plan() -> _Plan:
     fields = HybridConfig.DESCRIPTOR.fields
     axes = tuple(Axis(f.name, schema.option(f, "axis"), schema.option(f, "infer_value")) for f in fields if schema.option(f, "axis"))
     order = next(f for f in fields if schema.option(f, "axis_order"))
-    default = schema.option(order, "allowed")
-    assert sorted(default) == sorted(a.name for a in axes), (default, axes)
+    experts = tuple(Axis(f.name, schema.option(f, "expert_axis"), None) for f in fields if schema.option(f, "expert_axis"))
+    allowed = schema.option(order, "allowed")
+    default = tuple(name for name in allowed if name in {a.name for a in axes})
+    assert sorted(allowed) == sorted([a.name for a in axes] + [a.name for a in experts]), (allowed, axes, experts)
     comm = tuple(
         _Comm(f.name, inner.name, schema.option(inner, "group"), schema.option(f, "active_when_parallel"))
         for f in fields
@@ -71,7 +74,17 @@ def plan() -> _Plan:
     names = tuple(a.field for a in axes)
     by_configs = {c.configs: tuple(d for d in comm if d.configs == c.configs) for c in comm}
     return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), tuple(a for a in axes if a.infer is not None),
-                 order.name, default, tuple(by_configs.items()))
+                 order.name, default, experts, tuple(by_configs.items()))
+
+
+def world_size_given(world_size: int | None) -> bool:
+    """Whether a world size is known: given, or in WORLD_SIZE (else the degrees' product stands in for it)."""
+    return world_size is not None or _env_world_size() is not None
+
+
+def has_experts(hybrid: HybridConfig) -> bool:
+    """Whether an expert degree (ep, moe_sharding) is above 1: the file asks for an expert topology."""
+    return any(getattr(hybrid, a.field) > 1 for a in plan().expert_axes)
 
 
 def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
@@ -137,7 +150,7 @@ def order(hybrid: HybridConfig, degrees: dict[str, int], positions: Mapping[str,
     The rules checked at load that each name is known and listed once; here, that no axis of degree > 1 is left out.
     """
     p = plan()
-    listed = tuple(getattr(hybrid, p.order))
+    listed = tuple(name for name in getattr(hybrid, p.order) if name in p.default_order)  # without the expert axes
     if not listed:
         return p.default_order
     missing = [a for a in p.axes if degrees[a.field] > 1 and a.name not in listed]

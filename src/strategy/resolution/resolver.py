@@ -108,6 +108,11 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         rules.check(s, loaded.positions, policy=policy, source=loaded.source or "<resolve>", requires=requires)
     _warn_legacy_env()
     layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
+    if layout.has_experts(s.hybrid_configs):  # what Paddle asserts of an expert layout, before what runs here
+        from . import experts  # imported only then: it builds a Topology (a dataclass), which validate never needs
+
+        experts.expert_layout(s.hybrid_configs, layout.degrees(s.hybrid_configs, world_size, []), loaded.positions,
+                              loaded.source, [], world_known=layout.world_size_given(world_size))
     review = support.review(s, positions=loaded.positions, source=loaded.source)
     reasons: dict[str, str] = {}
     mode = unsupported or policy
