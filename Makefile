@@ -41,11 +41,11 @@ docs: $(STAMP)
 # is installed beside the venv with what pip resolves for it (huggingface-hub < 2, its tokenizers, ...), as a user of
 # that release has, and put first on the path; torch and this project come from the venv, which has the newest. `make test` runs, on the oldest,
 # one test of each call whose spelling moved across the range (plans, sequence parallelism, recompute, the pipeline's
-# causal mask, sep's and cp's AttentionInterface, checkpoints, the fine-tuning example); test-transformers runs them all.
+# causal mask, sep's and cp's AttentionInterface, the MoE experts, checkpoints, the fine-tuning example); test-transformers runs them all.
 TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)
 OLDEST_DIR := $(VENV)/transformers-$(TRANSFORMERS_OLDEST)
 HF_TESTS := tests/test_transformers_versions.py tests/test_parallelize.py tests/test_sep.py tests/test_cp.py \
-	tests/test_pipeline.py tests/test_checkpoint.py tests/test_sharding.py
+	tests/test_experts.py tests/test_pipeline.py tests/test_checkpoint.py tests/test_sharding.py
 HF_RANGE_TESTS := tests/test_transformers_versions.py \
 	tests/test_parallelize.py::test_sequence_parallel_hugging_face_models_match_too \
 	tests/test_parallelize.py::test_recomputing_with_a_padding_mask_gives_the_gradients_of_keeping_the_activations \
@@ -53,6 +53,7 @@ HF_RANGE_TESTS := tests/test_transformers_versions.py \
 	tests/test_pipeline.py::test_llama_at_pp2_trains_as_one_process_on_every_schedule \
 	tests/test_sep.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
 	tests/test_cp.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
+	tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process \
 	tests/test_checkpoint.py::test_full_state_dict_of_a_parallelised_llama_loads_into_a_plain_one_with_the_same_logits
 
 # Static checks: pyflakes-level lint everywhere, types on the two packages.

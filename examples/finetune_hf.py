@@ -16,6 +16,7 @@ import argparse
 import dataclasses
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -27,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_gpt import corpus, effective_strategy, global_mean, start, write_outputs  # noqa: E402  (the same data and outputs)
 
 
-def build_model(model_dir: Path | None, seq_len: int):
-    """A small Llama from a config, or the checkpoint in `model_dir`; and a function from text to token ids."""
+def build_model(model_dir: Path | None, seq_len: int, model_type: str = "llama"):
+    """A small model of `model_type` from a config ("llama"; the Mixture-of-Experts "qwen3_moe" and "mixtral", 8
+    experts, top-2), or the checkpoint in `model_dir`; and a function from text to token ids."""
     import transformers
 
     if model_dir is not None:
@@ -39,18 +41,27 @@ def build_model(model_dir: Path | None, seq_len: int):
         except (OSError, ValueError):  # no tokenizer saved: bytes, folded into the vocabulary
             vocab = model.config.vocab_size
             return model, lambda text: torch.tensor(list(text.encode("utf-8"))) % vocab
-    config = transformers.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
-                                      num_attention_heads=8, num_key_value_heads=4, max_position_embeddings=seq_len,
-                                      tie_word_embeddings=False)
+    common = dict(vocab_size=256, hidden_size=256, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
+                  max_position_embeddings=seq_len, tie_word_embeddings=False)
+    moe = dict(num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.01)
+    if model_type == "qwen3_moe":
+        config: Any = transformers.Qwen3MoeConfig(num_experts=8, moe_intermediate_size=128, **moe, **common)
+    elif model_type == "mixtral":
+        config = transformers.MixtralConfig(num_local_experts=8, intermediate_size=128, **moe, **common)
+    else:
+        config = transformers.LlamaConfig(intermediate_size=688, **common)
     torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config), lambda text: torch.tensor(list(text.encode("utf-8")))
+    model = transformers.AutoModelForCausalLM.from_config(config)
+    return model, lambda text: torch.tensor(list(text.encode("utf-8")))
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--strategy", required=True, help="strategy file (prototxt, JSON, YAML or binary)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="a.b.c=V", help="override a field")
-    p.add_argument("--model", type=Path, help="a local Hugging Face checkpoint directory (default: a small Llama)")
+    p.add_argument("--model", type=Path, help="a local Hugging Face checkpoint directory (default: a small model)")
+    p.add_argument("--model-type", choices=("llama", "qwen3_moe", "mixtral"), default="llama",
+                   help="the small model built from a config without --model (qwen3_moe, mixtral: 8 experts, top-2)")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=8, help="sequences per step, across all data-parallel replicas")
     p.add_argument("--seq-len", type=int, default=128)
@@ -61,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     if started is None:
         return 1
     s, hcg = started
-    model, encode = build_model(args.model, args.seq_len)
+    model, encode = build_model(args.model, args.seq_len, args.model_type)
     try:
         model = parallel.parallelize(model)  # with pp_degree > 1: this rank's pipeline stages of it
     except strategy.StrategyError as e:

@@ -64,3 +64,37 @@ class RecordedWait:
     def wait(self):
         self.events.append("wait")
         return self.work.wait()
+
+
+def train_beside_one_process(hcg: parallel.HybridGroup, model, reference, rows, *, rows_per_rank: int, lr: float,
+                             steps: int = 3, clip: float | None = 1.0, eps: float = 1e-8, split: bool = True) -> dict:
+    """AdamW steps of `model` (parallelised) and of `reference` (one process) on the same batches: each data rank
+    its `rows_per_rank` rows of `rows(step, count)` (ids, labels), fed as `split_sequence` pieces (`split`) or whole;
+    the reference's loss the mean over the data ranks of each one's. After the steps the parameters must be the
+    reference's (rtol 1e-5, else AssertionError); returns each step's loss and gradient norm, both sides."""
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=lr, eps=eps), max_grad_norm=clip)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=lr, eps=eps)
+    out: dict[str, list[float]] = {"losses": [], "ref_losses": [], "norms": [], "ref_norms": []}
+    n = rows_per_rank
+    for step in range(steps):
+        ids, labels = rows(step, n * hcg.data_size)
+        mine = {"input_ids": ids[hcg.data_rank * n:(hcg.data_rank + 1) * n],
+                "labels": labels[hcg.data_rank * n:(hcg.data_rank + 1) * n]}
+        share = model(**(parallel.split_sequence(mine) if split else mine)).loss
+        share.backward()
+        opt.step()
+        opt.zero_grad()
+        out["losses"].append(data_mean(share, hcg))
+        out["norms"].append(float(opt.last_grad_norm) if clip else 0.0)
+        ref = sum(reference(input_ids=ids[r * n:(r + 1) * n], labels=labels[r * n:(r + 1) * n]).loss
+                  for r in range(hcg.data_size)) / hcg.data_size
+        ref.backward()
+        out["ref_losses"].append(float(ref))
+        out["ref_norms"].append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)) if clip else 0.0)
+        ref_opt.step()
+        ref_opt.zero_grad()
+    full = parallel.full_state_dict(model)
+    for name, value in reference.state_dict().items():
+        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    parallel.check_replicas(model, grads=False)
+    return out

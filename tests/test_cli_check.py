@@ -140,17 +140,18 @@ def test_every_subcommand_has_help_with_an_example():
 
 def test_the_example_strategies_are_valid_and_formatted():
     files = sorted(str(p) for p in (ROOT / "examples" / "strategies").glob("*.prototxt"))
-    assert len(files) == 10
+    assert len(files) == 11
     result = strategy_cli("validate", *files)
     assert result.returncode == 0, result.stderr
     assert strategy_cli("fmt", "--check", *files).returncode == 0
 
 
 def test_validate_names_the_file_for_errors_found_when_resolving(write):
-    path = write("ep.prototxt", "hybrid_configs { ep_degree: 2 }\n")
+    path = write("moe.prototxt", "hybrid_configs { sharding_degree: 2 ep_degree: 2 moe_sharding_degree: 2 }\n")
     result = strategy_cli("validate", str(path))
     assert result.returncode == 1
-    assert result.stderr.startswith(f"{path}:1:18: hybrid_configs.ep_degree = 2 is not implemented by this project; set ep_degree: 1")
+    assert result.stderr.startswith(f"{path}:1:50: hybrid_configs.moe_sharding_degree = 2 is not implemented by this "
+                                    "project; set moe_sharding_degree: 1")
 
 
 def test_a_world_size_below_1_is_a_usage_error(write):

@@ -175,8 +175,10 @@ def test_every_paddle_file_resolves_under_warn(case):
 
 
 def test_warn_resolves_an_ignored_setting_as_its_default():
-    s = strategy.loads("hybrid_configs { dp_degree: -1 mp_degree: 2 ep_degree: 2 }")
-    with pytest.warns(strategy.StrategyWarning, match=r"<string>:1:45: hybrid_configs.ep_degree = 2 is not implemented"):
+    s = strategy.loads("hybrid_configs { dp_degree: -1 sharding_degree: 2 ep_degree: 2 moe_sharding_degree: 2 }")
+    with pytest.warns(strategy.StrategyWarning,
+                      match=r"<string>:1:64: hybrid_configs.moe_sharding_degree = 2 is not implemented"):
         resolved = strategy.resolve(s, world_size=4, policy="warn")
-    assert (resolved.dp_degree, resolved.mp_degree) == (2, 2)
-    assert s.hybrid_configs.ep_degree == 2  # the caller's message is left as it was
+    assert (resolved.dp_degree, resolved.sharding_degree, resolved.experts.ep_degree) == (2, 2, 2)
+    assert resolved.experts.moe_sharding_degree == 1
+    assert s.hybrid_configs.moe_sharding_degree == 2  # the caller's message is left as it was

@@ -83,12 +83,14 @@ def test_world_size_not_divisible_cannot_infer_dp():
         strategy.resolve(make(2), world_size=3)
 
 
-@pytest.mark.parametrize("name", ["ep_degree"])
+@pytest.mark.parametrize("name", ["moe_sharding_degree"])
 def test_unimplemented_degrees_are_errors_naming_the_field(name):
     s = make(1)
+    s.hybrid_configs.ep_degree = 2
+    s.hybrid_configs.sharding_degree = 4
     setattr(s.hybrid_configs, name, 2)
     with pytest.raises(StrategyError) as info:
-        strategy.resolve(s, world_size=2)
+        strategy.resolve(s, world_size=4)
     assert info.value.field == f"hybrid_configs.{name}"
     assert "not implemented by this project" in str(info.value)
     assert strategy.loads(strategy.dumps(s)) == s  # still loads and converts
@@ -213,12 +215,12 @@ def test_every_mp_setting_of_an_inactive_mp_group_is_noted_and_its_plan_applies_
 def test_positions_survive_other_loads_while_the_message_is_used():
     from strategy.schema import support
 
-    s = strategy.loads("hybrid_configs {\n ep_degree: 2\n}")
+    s = strategy.loads("hybrid_configs {\n sharding_degree: 2\n sharding_configs { offload_opt_buffer_size: 8 }\n}")
     for _ in range(40):
         strategy.loads("")
         support_recall = support.recall(s)  # using it keeps it
     assert support_recall.positions
-    with pytest.raises(StrategyError, match=r"^<string>:2:2: hybrid_configs.ep_degree = 2 is not implemented"):
+    with pytest.raises(StrategyError, match=r"^<string>:3:21: hybrid_configs.sharding_configs.offload_opt_buffer_size = 8 is not implemented"):
         strategy.resolve(s, world_size=2)
 
 

@@ -1,6 +1,5 @@
 """The expert (MoE) topology of ep_degree > 1: Paddle 3.3.1's EPHybridCommunicateGroup groups, its asserts as located
-errors, the experts' replicas it does not allow (dp > 1), and how explain shows them. The runtime does not split
-experts yet (ep_degree stays not implemented), so these are the groups a run will get."""
+errors, the experts' replicas it does not allow (dp > 1), how resolve and explain give them."""
 
 from __future__ import annotations
 
@@ -82,15 +81,23 @@ def test_a_paddle_moe_order_with_ep_and_moe_sharding_loads_and_lays_out_the_dens
     assert strategy.resolve(s, world_size=4).order == ("sharding", "pp", "sep", "cp", "dp", "mp")
 
 
-def test_explain_shows_the_expert_groups_marked_until_the_runtime_splits_experts(capsys, write):
+def test_resolve_gives_the_expert_topology_and_paddles_dense_order(recwarn):
+    r = strategy.resolve(strategy.loads("hybrid_configs { dp_degree: 4 ep_degree: 2 }"), world_size=4)
+    assert (r.experts.ep_degree, r.experts.replicas) == (2, 2)
+    assert r.experts.order == ("edp", "moe_sharding", "pp", "ep") and r.experts.dims == (2, 1, 1, 2)
+    assert r.order == ("pp", "sharding", "sep", "cp", "dp", "mp")
+    assert any("using the order Paddle's MoE runs set" in n for n in r.notes)
+
+
+def test_explain_shows_the_expert_groups(capsys, write):
     path = write("moe.prototxt", "hybrid_configs { dp_degree: 1 mp_degree: 2 sharding_degree: 4 ep_degree: 4 "
                                  "moe_sharding_degree: 2 }")
     assert main(["explain", str(path), "--world-size", "8"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("  expert groups")))
-    assert lines[at].endswith("(not implemented yet):")
-    assert lines[at + 1:at + 3] == ["    moe_sharding groups: [0, 4] [1, 5] [2, 6] [3, 7]",
+    assert lines[at + 1:at + 3] == ["    moe_sharding groups: [0, 4] [1, 5] [2, 6] [3, 7]  (not implemented yet)",
                                     "    ep groups: [0, 1, 2, 3] [4, 5, 6, 7]"]
     assert main(["explain", str(path), "--world-size", "8", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)["groups"]["experts"]
-    assert data["order"] == ["edp", "moe_sharding", "pp", "ep"] and not data["implemented"]
+    assert data["order"] == ["edp", "moe_sharding", "pp", "ep"]
+    assert data["axes"]["ep"]["implemented"] and not data["axes"]["moe_sharding"]["implemented"]

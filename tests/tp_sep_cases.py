@@ -12,7 +12,7 @@ from torch import nn
 
 import parallel
 import strategy
-from rank_helpers import RTOL, close, data_mean, init
+from rank_helpers import RTOL, close, data_mean, init, train_beside_one_process
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
@@ -48,33 +48,8 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = 1.0, heads: int
     hcg = init(strategy.loads(text))
     reference = llama(heads, kv_heads)
     model = parallel.parallelize(copy.deepcopy(reference))
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), max_grad_norm=clip)
-    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
-    totals, ref_losses, norms, ref_norms = [], [], [], []
-    for step in range(steps):
-        ids, labels = _rows(step, ROWS * hcg.data_size)
-        mine = slice(hcg.data_rank * ROWS, (hcg.data_rank + 1) * ROWS)
-        piece = parallel.split_sequence({"input_ids": ids[mine], "labels": labels[mine]})
-        share = model(**piece).loss
-        share.backward()
-        opt.step()
-        opt.zero_grad()
-        totals.append(data_mean(share, hcg))
-        norms.append(float(opt.last_grad_norm) if clip else 0.0)
-        # One process, the whole batch: the mean over the data ranks of each data rank's mean token loss.
-        ref = sum(reference(input_ids=ids[r * ROWS:(r + 1) * ROWS], labels=labels[r * ROWS:(r + 1) * ROWS]).loss
-                  for r in range(hcg.data_size)) / hcg.data_size
-        ref.backward()
-        ref_losses.append(float(ref))
-        ref_norms.append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)) if clip else 0.0)
-        ref_opt.step()
-        ref_opt.zero_grad()
-    full = parallel.full_state_dict(model)
-    for name, value in reference.state_dict().items():
-        close(full[name], value, name, rtol=1e-5, atol=1e-6)
-    parallel.check_replicas(model, grads=False)
-    return {"losses": totals, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
-            "attention": model.config._attn_implementation}
+    result = train_beside_one_process(hcg, model, reference, _rows, rows_per_rank=ROWS, lr=LR, steps=steps, clip=clip)
+    return result | {"attention": model.config._attn_implementation}
 
 
 class Plain(nn.Module):

@@ -10,6 +10,7 @@ Layout (each subpackage imports only those above it):
     pipeline/    pipeline stages and schedules on torch.distributed.pipelining over the pp axis
     sep/         sequence split over the sep (or cp) axis, Ulysses all-to-all attention
     cp/          context parallelism: load-balanced chunks, attention over all-gathered keys and values
+    experts/     expert parallelism: each ep rank's block of experts, tokens dispatched by all-to-all
     training/    optimizer wrapper, amp, clipping, gradient merge, recompute, replica checks
     checkpoint/  DCP save / load / reshard, the `strategy checkpoint` command
     compose/     `parallelize`: a user's model, parallelised in one fixed order

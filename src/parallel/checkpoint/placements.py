@@ -15,6 +15,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
 from torch.distributed.tensor.placement_types import _StridedShard
 
+from ..experts.interface import expert_block
 from ..tensor.shards import SHARD_DIM
 from ..topology.groups import HybridGroup
 
@@ -24,6 +25,13 @@ __all__ = ["as_global"]
 def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> DTensor:
     """`t` (laid out like `param`: the parameter itself, its optimizer state or master copy) as a DTensor over the
     whole mesh, sharing this rank's storage."""
+    block = expert_block(param) if param is not None else None
+    if block is not None and hcg.ep_size > 1 and hcg.expert_mesh is not None:
+        # This ep rank's block of the experts: Shard(0) of the whole [num_experts, ...] over ep, replicated over edp.
+        shape = [block[2], *t.shape[1:]]
+        stride = torch.empty(shape, device="meta").stride()
+        return DTensor.from_local(t, hcg.expert_mesh, [Replicate(), Shard(0)], run_check=False,
+                                  shape=torch.Size(shape), stride=stride)
     mesh = state_mesh(hcg)
     dims = tuple(mesh.mesh_dim_names or ())
     mp_dim = getattr(param, SHARD_DIM, None) if param is not None else None

@@ -209,7 +209,8 @@ def describe_layout(layout: dict[str, int]) -> str:
 
 
 def _layout(hcg: HybridGroup) -> dict[str, int]:
-    return {**{axis: getattr(hcg, f"{axis}_size") for axis in AXES}, "world_size": hcg.world_size}
+    experts = {"ep": hcg.ep_size} if hcg.ep_size > 1 else {}  # only where experts are split: older layouts lack it
+    return {**{axis: getattr(hcg, f"{axis}_size") for axis in AXES}, **experts, "world_size": hcg.world_size}
 
 
 # -- load -------------------------------------------------------------------------------------------------
@@ -253,7 +254,8 @@ def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
             optimizer.load_extra_state(meta["optimizer_extra"])  # the loss scaler, the gradient-merge position
     now = _layout(hcg)
     then = meta["layout"]
-    changed = [f"{k} {then.get(k, 1)} -> {now[k]}" for k in AXES if then.get(k, 1) != now[k]]  # format 1 had dp, mp
+    changed = [f"{k} {then.get(k, 1)} -> {now.get(k, 1)}" for k in (*AXES, "ep")  # format 1 had dp and mp only
+               if then.get(k, 1) != now.get(k, 1)]
     resharded = ", ".join(changed) or None
     if resharded and hcg.rank == 0:
         warnings.warn(f"{source}: saved with {describe_layout(then)}, loaded into {describe_layout(now)} ({resharded}): "

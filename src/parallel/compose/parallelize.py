@@ -14,11 +14,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from strategy import StrategyError
+
 from ..pipeline.runner import LossFn, PipelineModel, check_cut, split_model
 from ..sep.hf import check_heads, is_hugging_face
 from ..sep.hf import install as install_sep_attention
 from ..sep.required import require_sep_attention
 from ..cp.wiring import install_cp_attention, require_cp_attention
+from ..experts.interface import check_experts, split_experts
 from ..sharding.fsdp import apply_sharding, sharding_units
 from ..tensor.column import ColumnParallelLinear
 from ..tensor.data import broadcast_data
@@ -94,6 +97,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         check_cut(model, hcg)
     if hcg.sep_size > 1:
         check_heads(model, hcg)
+    experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
     modules = dict(model.named_modules())
     applied: dict[str, str] = {}
     for m in matches:
@@ -113,6 +117,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         install_sep_attention(model, hcg)
     if hcg.cp_size > 1 and is_hugging_face(model):  # after tensor parallelism: cp attends over mp's heads
         install_cp_attention(model, hcg)
+    split_experts(experts, hcg)
     setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
     if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1 and hcg.pp_size == 1:  # pipelines broadcast per stage
@@ -128,6 +133,19 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     for chunk in chunks:
         apply_sharding(chunk, hcg=hcg)  # each stage's chunk: its blocks, plus the chunk as the root
     return PipelineModel(model, chunks, stages, hcg, loss_fn)
+
+
+def _check_expert_parallel(model: nn.Module, hcg: HybridGroup) -> list[tuple[str, nn.Module]]:
+    """The model's experts, split evenly over ep, with the axes ep composes with so far; StrategyError otherwise,
+    naming both degrees, before anything changes."""
+    for axis in ("mp", "pp", "sharding"):
+        degree = getattr(hcg, f"{axis}_size")
+        if degree > 1:
+            raise StrategyError(
+                f"hybrid_configs.ep_degree {hcg.ep_size} with hybrid_configs.{axis}_degree {degree}: experts split over "
+                f"ep do not compose with {axis} here yet (ep runs beside dp, amp, gradient merge, recompute and "
+                f"checkpoints); set one of them to 1", field="hybrid_configs.ep_degree")
+    return check_experts(model, hcg)
 
 
 def _replacement(m: Match, hcg: HybridGroup, sequence_dim: int) -> nn.Module:

@@ -40,11 +40,11 @@ def plan_for(model: nn.Module, plan: str | Mapping[str, str], hcg: HybridGroup) 
         raise TypeError(f'plan must be a dict {{module-name glob: style}} or "auto", got {plan!r}')
     if hcg.resolved.tp_plan:
         return list(hcg.resolved.tp_plan), f"the strategy's {STRATEGY_FIELD}"
+    if hcg.mp_size == 1:  # nothing to split (a model's own plan may name styles only mp > 1 needs, its MoE ones): the
+        return [], "no plan (mp_degree 1)"  # other techniques (sep, cp, ep, sharding, pp, recompute) still apply
     hf = hugging_face_plan(model)
     if hf:
         return list(hf.items()), f"{type(model).__name__}'s Hugging Face plan (config.base_model_tp_plan)"
-    if hcg.mp_size == 1:  # nothing to split: the other techniques (sep, sharding, pp, recompute) still apply
-        return [], "no plan (mp_degree 1)"
     raise StrategyError(
         f"parallelize(plan=\"auto\"): the strategy has no {STRATEGY_FIELD} and {type(model).__name__} has no Hugging Face "
         "tensor-parallel plan; give one: parallelize(model, {\"layers.*.up\": \"colwise\", \"layers.*.down\": \"rowwise\"}), "

@@ -80,6 +80,17 @@ class HybridGroup:
     mp_ranks: tuple[int, ...]
     pp_p2p_group: dist.ProcessGroup
     mesh: DeviceMesh
+    # The expert topology (ep_degree > 1; Paddle's EPHybridCommunicateGroup): ep splits the experts, edp ranks hold
+    # the same experts (the world beyond pp × moe_sharding × ep). At ep_degree 1 there are no expert groups (None).
+    ep_group: dist.ProcessGroup | None = None
+    ep_rank: int = 0
+    ep_size: int = 1
+    ep_ranks: tuple[int, ...] = ()
+    edp_group: dist.ProcessGroup | None = None
+    edp_rank: int = 0
+    edp_size: int = 1
+    edp_ranks: tuple[int, ...] = ()
+    expert_mesh: DeviceMesh | None = None  # dims ("edp", "ep"): the experts' placements for checkpoints
 
     @property
     def data_rank(self) -> int:
@@ -168,8 +179,24 @@ def init(
     rank_grid = torch.arange(world).view(*(resolved.degrees[a] for a in order))
     device_type = "cuda" if dist.get_backend() == "nccl" else "cpu"
     mesh = DeviceMesh.from_group([mine[f"{a}_group"] for a in order], device_type, mesh=rank_grid, mesh_dim_names=order)
+    if resolved.experts.ep_degree > 1:
+        mine.update(_expert_groups(resolved, rank, timeout, device_type))
     _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, mesh=mesh, **mine)
     return _STATE.current
+
+
+def _expert_groups(resolved: Resolved, rank: int, timeout: datetime.timedelta | None, device_type: str) -> dict[str, Any]:
+    """The ep and edp groups of the expert topology, and the expert mesh over them (edp outer, ep inner)."""
+    experts = resolved.experts
+    topology = _strategy.Topology(experts.order, experts.dims)
+    out: dict[str, Any] = {}
+    for axis in ("edp", "ep"):
+        out.update(_make_groups(axis, topology.groups(axis), resolved.nccl.get(axis, {}), rank, timeout))
+    if experts.replicas * experts.ep_degree == topology.world_size:  # pp and moe_sharding 1: (edp, ep) is the world
+        grid = torch.tensor(topology.groups("ep"))  # row i: the ep group of edp position i
+        out["expert_mesh"] = DeviceMesh.from_group([out["edp_group"], out["ep_group"]], device_type, mesh=grid,
+                                                   mesh_dim_names=("edp", "ep"))
+    return out
 
 
 def _make_groups(axis: str, groups: list[list[int]], nccl: dict[str, Any], rank: int,

@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from ..tensor.shards import is_sharded
+from ..experts.interface import is_expert
 from ..topology.dtensors import is_data_sharded, local
 from ..topology.groups import HybridGroup
 from ..topology.guard import guard
@@ -29,16 +30,18 @@ def global_grad_norm(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg: Hy
     device = grads[0][1].device if grads else torch.device("cpu")
     # A parameter's gradient may be split over the mp group (the parallel layers) and over the sharding group
     # (FSDP2): its norm combines the local shards' over each group it is split across.
-    kinds: dict[tuple[bool, bool], list[torch.Tensor]] = {}
+    # Experts are split over the ep group (each rank holds a block): their norms combine over it too.
+    kinds: dict[tuple[bool, bool, bool], list[torch.Tensor]] = {}
     for p, g in grads:
-        kinds.setdefault((is_sharded(p), is_data_sharded(p) and hcg.sharding_size > 1), []).append(local(g))
+        kind = (is_sharded(p), is_data_sharded(p) and hcg.sharding_size > 1, is_expert(p) and hcg.ep_size > 1)
+        kinds.setdefault(kind, []).append(local(g))
     inf = math.isinf(norm_type)
     parts = []
-    for (over_mp, over_sharding), tensors in sorted(kinds.items(), reverse=True):  # mp-split ones first, as torch
+    for (over_mp, over_sharding, over_ep), tensors in sorted(kinds.items(), reverse=True):  # mp-split ones first
         values = _per_param(tensors, norm_type, device)
         values = values if inf else values.pow(norm_type)
-        for split, axis in ((over_mp, "mp"), (over_sharding, "sharding")):
-            group, size = hcg.group(axis), getattr(hcg, f"{axis}_size")
+        for split, axis in ((over_mp, "mp"), (over_sharding, "sharding"), (over_ep, "ep")):
+            group, size = getattr(hcg, f"{axis}_group"), getattr(hcg, f"{axis}_size")
             if split and size > 1:
                 with guard(f"gradient norm ({'max' if inf else 'sum'} over the {axis} group)", group):
                     dist.all_reduce(values, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=group)

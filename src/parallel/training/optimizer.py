@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..experts.interface import is_expert
 from ..tensor.grads import grad_of
 from ..tensor.sequence import sum_sequence_parallel_grads
 from ..tensor.shards import is_sharded
@@ -75,8 +76,11 @@ class HybridParallelOptimizer:
         self._deferred_sync = sharded_roots(self._model_params) if hcg.resolved.sharding.stage == 1 else []
         self._defer_reduction()
         if hcg.dp_size > 1:
-            # Start every replica from dp rank 0's values, as DDP does, whatever seed each rank used.
-            broadcast_coalesced([p.detach() for p in self._model_params], hcg.dp_group)
+            # Start every replica from dp rank 0's values, as DDP does, whatever seed each rank used; experts split
+            # over ep are no replicas over dp: their copies are the edp ranks'.
+            broadcast_coalesced([p.detach() for p in self._model_params if not is_expert(p)], hcg.dp_group)
+        if hcg.edp_size > 1 and hcg.edp_group is not None:
+            broadcast_coalesced([p.detach() for p in self._model_params if is_expert(p)], hcg.edp_group)
         # Low-precision parameters are replaced inside the optimizer by fp32 masters it updates instead.
         self._master: dict[nn.Parameter, nn.Parameter] = {}
         self._synced_version: dict[nn.Parameter, int] = {}
@@ -183,6 +187,15 @@ class HybridParallelOptimizer:
             return torch.zeros(())  # gradient merge: the k-th step clips the merged gradient
         return clip_by_global_norm(self._reduced_grads(), self.hcg, max_norm, norm_type, error_if_nonfinite=error_if_nonfinite)
 
+    def _reduce_experts(self, grads: list[torch.Tensor]) -> None:
+        """An expert's gradient holds every token routed to it from its ep group's data ranks: averaged over the
+        ranks that hold the same experts (edp) and divided by ep, it is the mean over all data ranks, as the dense
+        parameters' average over dp is."""
+        if self.hcg.edp_size > 1:
+            assert self.hcg.edp_group is not None
+            all_reduce_coalesced(grads, self.hcg.edp_group, average=True)
+        torch._foreach_mul_([local(g) for g in grads], 1.0 / self.hcg.ep_size)
+
     def _reduced_grads(self) -> list[tuple[nn.Parameter, torch.Tensor]]:
         """Every gradient as the optimizer will use it: sequence-parallel sums, dp average, sync_grad. Once per step."""
         if self._reduced is not None:
@@ -198,8 +211,11 @@ class HybridParallelOptimizer:
                 grads.append((p, g))
         # Sequence-parallel parameters (norms in the region) saw only this rank's tokens: sum over the mp group.
         sum_sequence_parallel_grads(grads, self.hcg)
-        if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already
-            all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p)], self.hcg.dp_group, average=True)
+        if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already; experts are not replicas over dp
+            all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p) and not is_expert(p)],
+                                 self.hcg.dp_group, average=True)
+        if self.hcg.ep_size > 1:
+            self._reduce_experts([g for p, g in grads if is_expert(p)])
         for axis in split:
             # Each sep (cp) rank's loss is its share of the rows' tokens: the gradient is the sum of the shares
             # (Paddle's "sep all reduce is not scaled").

@@ -14,6 +14,7 @@ from torch import nn
 from ..tensor.sequence import is_sequence_parallel
 from ..tensor.shards import is_sharded
 from ..topology.dtensors import local
+from ..experts.interface import is_expert
 from ..topology.groups import SEQUENCE_AXES, HybridGroup, current
 from ..topology.guard import guard
 
@@ -45,8 +46,11 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
                        if not is_sharded(p) and not is_sequence_parallel(p) and (g := _grad(p)) is not None]
         checks.append(("mp", "mp group", values))
     for axis in ("dp", *SEQUENCE_AXES):  # sep and cp ranks hold replicas too: they differ only in the tokens they see
-        if getattr(hcg, f"{axis}_size") > 1:
-            checks.append((axis, f"{axis} replicas", [(n, p.detach()) for n, p in named]))
+        if getattr(hcg, f"{axis}_size") > 1:  # experts split over ep are no replicas there: their edp ranks hold them
+            checks.append((axis, f"{axis} replicas", [(n, p.detach()) for n, p in named
+                                                     if not (is_expert(p) and hcg.ep_size > 1)]))
+    if hcg.ep_size > 1 and hcg.edp_size > 1:
+        checks.append(("edp", "expert replicas", [(n, p.detach()) for n, p in named if is_expert(p)]))
     for axis, what, values in checks:
         if values:
             _compare(values, axis, what, atol, hcg)
@@ -58,7 +62,7 @@ def _grad(p: torch.Tensor) -> torch.Tensor | None:
 
 
 def _compare(values: list[tuple[str, torch.Tensor]], axis: str, what: str, atol: float, hcg: HybridGroup) -> None:
-    group = hcg.group(axis)
+    group = getattr(hcg, f"{axis}_group")
     values = [(name, local(t)) for name, t in values]  # FSDP2's shards: the same shard on every replica
     flat = torch.cat([t.reshape(-1).to(torch.float64) for _, t in values])
     # A NaN agrees with nothing: as +inf in the max and -inf in the min, every rank sees an infinite spread.

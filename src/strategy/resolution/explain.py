@@ -155,14 +155,18 @@ def _add_expert_groups(found: Explanation, expert: ExpertLayout | str, review: s
         lines.append(f"  expert groups: none, {expert}")
         return
     t = expert.topology
-    later = review.effects.get(f"{layout.plan().hybrid}.ep_degree", "").startswith("not implemented")
+    p = layout.plan()
+    pending = {a.name for a in p.expert_axes
+               if review.effects.get(f"{p.hybrid}.{a.field}", "").startswith("not implemented")}
     lines.append(f"  expert groups (order {', '.join(t.order)}; {t.order[-1]} innermost; {experts.REPLICAS}: the ranks "
-                 f"beyond pp × moe_sharding × ep, replicas of the same experts){'  (not implemented yet)' * later}:")
-    facts["experts"] = {"order": list(t.order), "axes": {}, "implemented": not later}
+                 "beyond pp × moe_sharding × ep, replicas of the same experts):")
+    facts["experts"] = {"order": list(t.order), "axes": {}}
     for axis, degree in t.degrees.items():
         if degree > 1:
-            facts["experts"]["axes"][axis] = {"degree": degree, "groups": t.groups(axis)}
-            lines.append(f"    {axis} groups: " + " ".join(str(g) for g in t.groups(axis)))
+            later = axis in pending
+            facts["experts"]["axes"][axis] = {"degree": degree, "groups": t.groups(axis), "implemented": not later}
+            lines.append(f"    {axis} groups: " + " ".join(str(g) for g in t.groups(axis))
+                         + "  (not implemented yet)" * later)
 
 
 # "<path> is set but has no effect: why." and its variants (in PyTorch; set to false; a quoted value after the path)

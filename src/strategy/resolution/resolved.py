@@ -9,7 +9,8 @@ from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any
 
 from . import layout
-from .settings import AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings
+from .settings import (AmpSettings, ExpertSettings, GradientMergeSettings, MpSettings, PipelineSettings,
+                       RecomputeSettings, ShardingSettings)
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -36,6 +37,8 @@ class Resolved:
             (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only. Groups: "dp",
             "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp"; each only while its
             messages take effect (an axis of degree 1 has none).
+        experts: the expert topology when ep_degree > 1 (`ExpertSettings`): Paddle's groups of ep and
+            moe_sharding, the experts' replicas beyond them; `order` is then Paddle's dense order beside it.
         notes: one sentence per setting that was given but has no effect (or was inferred), and why.
     """
 
@@ -54,6 +57,7 @@ class Resolved:
     amp: AmpSettings = AmpSettings()  # immutable: one shared default is safe
     gradient_merge: GradientMergeSettings = GradientMergeSettings()
     recompute: RecomputeSettings = RecomputeSettings()
+    experts: ExpertSettings = ExpertSettings()  # immutable: one shared default is safe
     notes: tuple[str, ...] = ()
 
     @property

@@ -109,10 +109,7 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     _warn_legacy_env()
     layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
     if layout.has_experts(s.hybrid_configs):  # what Paddle asserts of an expert layout, before what runs here
-        from . import experts  # imported only then: it builds a Topology (a dataclass), which validate never needs
-
-        experts.expert_layout(s.hybrid_configs, layout.degrees(s.hybrid_configs, world_size, []), loaded.positions,
-                              loaded.source, [], world_known=layout.world_size_given(world_size))
+        _expert_layout(s.hybrid_configs, world_size, loaded, [])
     review = support.review(s, positions=loaded.positions, source=loaded.source)
     reasons: dict[str, str] = {}
     mode = unsupported or policy
@@ -128,6 +125,9 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     hybrid = getattr(s, plan.hybrid)
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
+    expert = _expert_layout(hybrid, world_size, loaded, notes) if layout.has_experts(hybrid) else None
+    if expert is not None:
+        order = expert.dense_order  # Paddle lays the dense axes out around the expert ones
     effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
     pipe = pipeline.settings(s, degrees, effective[plan.pp], loaded.positions, loaded.source, policy=policy,
                              notes=notes, problems=problems)
@@ -146,9 +146,23 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
+    if expert is not None:
+        from .settings import ExpertSettings
+
+        t = expert.topology
+        fields_["experts"] = ExpertSettings(t.degrees["ep"], t.degrees["moe_sharding"], t.order, t.dims)
     return types.resolved(**fields_, order=order, mp=mp, sharding=sharding,
                           pipeline=types.no_pipeline if pipe is None else types.pipeline(**pipe), nccl=nccl,
                           tp_plan=tp_plan, notes=tuple(notes)), reasons
+
+
+def _expert_layout(hybrid: HybridConfig, world_size: int | None, loaded: Any, notes: list[str]) -> Any:
+    """The expert layout (`experts.ExpertLayout`), imported only for a file with experts: it builds a Topology (a
+    dataclass), which validating any other file never needs."""
+    from . import experts
+
+    return experts.expert_layout(hybrid, layout.degrees(hybrid, world_size, []), loaded.positions, loaded.source, notes,
+                                 world_known=layout.world_size_given(world_size))
 
 
 class _Flag(NamedTuple):

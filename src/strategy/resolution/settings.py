@@ -139,3 +139,22 @@ class RecomputeSettings(NamedTuple):
 
     enabled: bool = False
     checkpoints: tuple[str, ...] = ()
+
+
+class ExpertSettings(NamedTuple):
+    """Effective expert parallelism (ep_degree > 1): the expert topology, Paddle's EPHybridCommunicateGroup with the
+    world beyond pp × moe_sharding × ep replicating the experts.
+
+    `order` names the expert topology's axes outermost first ("edp", then pp, moe_sharding and ep in the strategy
+    order's relative order), `dims` their degrees; empty at ep_degree 1, where nothing is split.
+    """
+
+    ep_degree: int = 1
+    moe_sharding_degree: int = 1
+    order: tuple[str, ...] = ()
+    dims: tuple[int, ...] = ()
+
+    @property
+    def replicas(self) -> int:
+        """Ranks beyond pp × moe_sharding × ep holding the same experts (the "edp" axis)."""
+        return dict(zip(self.order, self.dims)).get("edp", 1)

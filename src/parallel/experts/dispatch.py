@@ -1,0 +1,72 @@
+"""The forward of an experts module split over the ep group: dispatch, local experts, combine.
+
+Every rank routes its own tokens (the model's router ran before this forward), so each (token, chosen expert) pair
+is sent to the ep rank that holds the expert, by one all-to-all (the counts exchanged first; nothing is dropped for
+capacity), the rank's experts run on what they received, one matmul pair per expert, and the results return by the
+inverse all-to-all, to be weighted and summed per token as the model's own forward does. Both exchanges are torch's
+autograd all-to-all: the backward sends the gradients the reverse way, so each expert's weights get the gradient of
+every token routed to it, from every rank.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed._functional_collectives import all_to_all_single_autograd, wait_tensor
+
+from ..topology.groups import HybridGroup
+
+__all__ = ["expert_parallel_forward"]
+
+
+def _exchange_counts(send: torch.Tensor, group: dist.ProcessGroup) -> torch.Tensor:
+    """How many pairs each rank sends this one, for the sizes of the all-to-all."""
+    recv = torch.empty_like(send)
+    dist.all_to_all_single(recv, send, group=group)
+    return recv
+
+
+def expert_parallel_forward(module: nn.Module, hcg: HybridGroup, hidden_states: torch.Tensor,
+                            top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+    """transformers' experts forward (`[tokens, hidden]`, `[tokens, k]` expert ids and weights -> `[tokens, hidden]`)
+    with `module` holding this ep rank's block of the experts (`split_experts`)."""
+    group = hcg.ep_group
+    assert group is not None
+    local = int(getattr(module, "gate_up_proj").shape[0])
+    tokens, k = top_k_index.shape
+    flat = top_k_index.reshape(-1)
+    order = torch.argsort(flat, stable=True)  # by expert, so by the rank that holds it
+    chosen = flat[order]
+    token_of = order // k
+    send_counts = torch.bincount(chosen // local, minlength=hcg.ep_size)
+    recv_counts = _exchange_counts(send_counts, group)
+    send_sizes, recv_sizes = send_counts.tolist(), recv_counts.tolist()
+    experts_in = torch.empty(sum(recv_sizes), dtype=chosen.dtype, device=chosen.device)
+    dist.all_to_all_single(experts_in, (chosen % local).contiguous(), recv_sizes, send_sizes, group=group)
+    received = wait_tensor(all_to_all_single_autograd(hidden_states[token_of], recv_sizes, send_sizes, group))
+    outputs = _local_experts(module, received, experts_in, local)
+    back = wait_tensor(all_to_all_single_autograd(outputs, send_sizes, recv_sizes, group))
+    weights = top_k_weights.reshape(-1)[order]
+    weighted = (back * weights.unsqueeze(-1)).to(hidden_states.dtype)
+    return torch.zeros_like(hidden_states).index_add(0, token_of, weighted)
+
+
+def _local_experts(module: nn.Module, x: torch.Tensor, expert: torch.Tensor, local: int) -> torch.Tensor:
+    """Each received pair through its expert (gate and up projection, activation, down projection), in the order
+    received."""
+    order = torch.argsort(expert, stable=True)
+    counts = torch.bincount(expert, minlength=local).tolist()
+    act = getattr(module, "act_fn", nn.functional.silu)
+    gate_up: torch.Tensor = getattr(module, "gate_up_proj")
+    down: torch.Tensor = getattr(module, "down_proj")
+    pieces = []
+    for e, part in enumerate(x[order].split(counts)):
+        if counts[e] == 0:
+            continue
+        gate, up = nn.functional.linear(part, gate_up[e]).chunk(2, dim=-1)
+        pieces.append(nn.functional.linear(act(gate) * up, down[e]))
+    # Nothing received still depends on `x`: every rank must run the backward of the all-to-all that brought it,
+    # or the ranks that did send would wait for this one's gradients in a collective it never joins.
+    out = torch.cat(pieces) if pieces else x * 0  # [0, hidden]: experts map hidden to hidden
+    return out.index_select(0, torch.argsort(order))  # back to the order received
