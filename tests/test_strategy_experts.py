@@ -101,3 +101,18 @@ def test_explain_shows_the_expert_groups(capsys, write):
     data = json.loads(capsys.readouterr().out)["groups"]["experts"]
     assert data["order"] == ["edp", "moe_sharding", "pp", "ep"]
     assert data["axes"]["ep"]["implemented"] and not data["axes"]["moe_sharding"]["implemented"]
+
+
+def test_explain_splits_the_memory_into_dense_and_expert_rows(capsys, write):
+    path = write("moe.prototxt", "hybrid_configs { ep_degree: 4 }")
+    assert main(["explain", str(path), "--world-size", "4", "--params", "47e9", "--expert-params", "45e9"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("  of them")))
+    assert lines[at] == ("  of them 45,000,000,000 in experts, split over ep 4 × pp 1 (each rank its block, whole on "
+                         "the replicas beyond ep)")
+    rows = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines[at + 2:at + 6]}
+    assert rows["dense per rank"] == ["29.80", "GiB"]  # 2e9 × 16 bytes, nothing splits it
+    assert rows["experts per rank"] == ["167.64", "GiB"]  # 45e9 × 16 bytes / ep 4
+    assert rows["one process"] == ["700.35", "GiB"]
+    assert main(["explain", str(path), "--world-size", "4", "--expert-params", "45e9"]) == 2
+    assert "--expert-params is the experts' share of --params" in capsys.readouterr().err

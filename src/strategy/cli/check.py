@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from ..errors import StrategyError
-from .common import add_format, add_params, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
+from .common import _count, add_format, add_params, add_policy, add_set, add_world_size, read, read_all_problems, show_value, subparser
 
 if TYPE_CHECKING:
     from ..resolution.resolved import Resolved
@@ -65,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format(e, "--from", "the file")
     add_world_size(e)
     add_params(e)
+    e.add_argument("--expert-params", type=_count, metavar="E",
+                   help="the experts' share of --params (7e9, 47B): each rank's memory in dense and expert rows, "
+                        "experts divided by ep")
     add_set(e)
     shown = e.add_mutually_exclusive_group()
     shown.add_argument("--all", action="store_true", dest="all_fields",
@@ -155,7 +158,11 @@ def _explain(args: argparse.Namespace) -> int:
 
     s = read(args.file, args.from_, overrides=args.overrides, requires=False)
     with _naming(args.file):
-        found = explanation(s, world_size=args.world_size, params=args.params)
+        if args.expert_params is not None and not (args.params and 0 < args.expert_params < args.params):
+            print("strategy explain: error: --expert-params is the experts' share of --params: give --params, and "
+                  "--expert-params below it", file=sys.stderr)
+            return 2
+        found = explanation(s, world_size=args.world_size, params=args.params, expert_params=args.expert_params)
     if args.json:
         import json
 

@@ -50,13 +50,13 @@ class Explanation:
 
     def __init__(self, *, rows: list[Row], rules_broken: list[tuple[str, str]], notes: list[str],
                  topology: Topology | str, pending: list[str], resolved: Resolved, problems: list[StrategyError],
-                 params: float | None) -> None:
+                 params: float | None, expert_params: float | None = None) -> None:
         self.rows, self.rules_broken, self.notes = rows, rules_broken, notes
         self.topology, self.resolved, self.problems = topology, resolved, problems
         self.world_size = resolved.world_size
         self.groups = _groups(topology, pending)
         self.pipeline = _pipeline(resolved, problems) if resolved.pp_degree > 1 else None
-        self.memory = _memory(resolved, params) if params is not None else None
+        self.memory = _memory(resolved, params, expert_params) if params is not None else None
 
     def text(self, *, all_fields: bool = False) -> str:
         """The table of fields (only those `Row.changed` marks, unless `all_fields`), the broken rules, the notes no
@@ -93,7 +93,7 @@ class Explanation:
 
 
 def explain(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None,
-            all_fields: bool = False) -> str:
+            all_fields: bool = False, expert_params: float | None = None) -> str:
     """What a run does with `s`: the fields it sets or that take effect other than their default says (every
     field with `all_fields`: every one it sets and every implemented one, value, set or default, effect and why
     not), broken rules, notes, and the process groups of every axis of degree > 1 for the world size, as the file
@@ -106,10 +106,11 @@ def explain(s: DistributedStrategy, *, world_size: int | None = None, params: fl
         StrategyError: the degrees do not fit the world size.
         ValueError: `params` is not a positive number.
     """
-    return explanation(s, world_size=world_size, params=params).text(all_fields=all_fields)
+    return explanation(s, world_size=world_size, params=params, expert_params=expert_params).text(all_fields=all_fields)
 
 
-def explanation(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None) -> Explanation:
+def explanation(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None,
+                expert_params: float | None = None) -> Explanation:
     """`explain`'s content as an `Explanation` (for `--json`, editors and scripts); raises as `explain` does."""
     problems: list[StrategyError] = []
     resolved, reasons = resolve_with_reasons(s, world_size=world_size, requires=False, unsupported="report",
@@ -141,7 +142,7 @@ def explanation(s: DistributedStrategy, *, world_size: int | None = None, params
                         changed))
     found = Explanation(rows=rows, rules_broken=list(rules.requires_violations(s)), notes=list(resolved.notes),
                         topology=asked, pending=_pending(asked, review), resolved=resolved, problems=problems,
-                        params=params)
+                        params=params, expert_params=expert_params)
     if expert is not None:
         _add_expert_groups(found, expert, review)
     return found
@@ -230,9 +231,14 @@ def _count(n: int, word: str) -> str:
 _STATES = (("parameters", "parameters"), ("gradients", "gradients"), ("Adam state", "optimizer"), ("total", "total"))
 
 
-def _memory(resolved: Resolved, params: float) -> tuple[dict[str, Any], list[str]]:
-    """Each rank's model-state memory next to one process holding it all, and the assumptions behind it."""
-    m = resolved.model_state_memory(params)
+def _memory(resolved: Resolved, params: float, expert_params: float | None = None) -> tuple[dict[str, Any], list[str]]:
+    """Each rank's model-state memory next to one process holding it all, and the assumptions behind it; with
+    `expert_params` (the experts' share of `params`), the dense and the expert parts apart: experts ÷ ep."""
+    if expert_params is not None and not 0 < expert_params < params:
+        raise ValueError(f"expert_params must be a positive part of params ({params:,.0f}), got {expert_params!r}")
+    dense = params - (expert_params or 0)
+    m = resolved.model_state_memory(dense)
+    experts = resolved.expert_state_memory(expert_params) if expert_params else None
     amp = resolved.amp
     if amp.enabled and amp.pure:
         bytes_ = f"{amp.dtype} weights and gradients, fp32 master weights and Adam moments: 2 + 2 + 12 bytes a parameter"
@@ -242,19 +248,29 @@ def _memory(resolved: Resolved, params: float) -> tuple[dict[str, Any], list[str
     n, stage = resolved.sharding_degree, resolved.sharding.stage
     sharded = ("optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters")[stage - 1]
     zero = f"ZeRO stage {stage} shards the {sharded} over sharding {n}" if n > 1 else "no sharding (sharding_degree 1)"
+    whose = [("per rank", m.per_rank), ("one process", m.unsharded)]
+    if experts is not None:
+        both = memory.ModelStateBytes(*(getattr(m.per_rank, k) + getattr(experts.per_rank, k)
+                                        for k in ("parameters", "gradients", "optimizer")))
+        whole = memory.ModelStateBytes(*(getattr(m.unsharded, k) + getattr(experts.unsharded, k)
+                                         for k in ("parameters", "gradients", "optimizer")))
+        whose = [("dense per rank", m.per_rank), ("experts per rank", experts.per_rank), ("per rank", both),
+                 ("one process", whole)]
     table = [[""] + [name for name, _ in _STATES]] + [
-        [who] + [memory.human_bytes(getattr(state, key)) for _, key in _STATES]
-        for who, state in (("per rank", m.per_rank), ("one process", m.unsharded))]
+        [who] + [memory.human_bytes(getattr(state, key)) for _, key in _STATES] for who, state in whose]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     lines = [f"model-state memory for {params:,.0f} parameters (ZeRO's formulas):", f"  {bytes_}",
              f"  split over mp {resolved.mp_degree} × pp {resolved.pp_degree}; {zero}"]
+    if experts is not None:
+        lines.append(f"  of them {expert_params:,.0f} in experts, split over ep {resolved.experts.ep_degree} × pp "
+                     f"{resolved.pp_degree} (each rank its block, whole on the replicas beyond ep)")
     lines += ["  " + "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
               for r in table]
     if n > 1 and stage == 1:
         lines.append("  (stage 1 as ZeRO counts it: full gradients, which FSDP2 holds only while gradient merge "
                      "accumulates; between steps they are sharded)")
-    facts = {"params": params, "bytes": {who: {key: getattr(state, key) for _, key in _STATES}
-                                         for who, state in (("per_rank", m.per_rank), ("one_process", m.unsharded))},
+    facts = {"params": params, "expert_params": expert_params,
+             "bytes": {who.replace(" ", "_"): {key: getattr(state, key) for _, key in _STATES} for who, state in whose},
              "sharding_degree": n, "stage": stage, "mp_degree": resolved.mp_degree, "pp_degree": resolved.pp_degree}
     return facts, lines
 

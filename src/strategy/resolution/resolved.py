@@ -99,3 +99,15 @@ class Resolved:
 
         return memory.model_state(params, model_split=self.mp_degree * self.pp_degree, sharding=self.sharding_degree,
                                   stage=self.sharding.stage, mixed=mixed)
+
+    def expert_state_memory(self, expert_params: float) -> ModelStateMemory:
+        """As `model_state_memory`, for the experts' `expert_params` parameters: split over ep (each rank its block)
+        and pp, not by mp or sharding (the experts' replicas beyond ep keep whole copies of their block).
+
+        Raises:
+            ValueError: `expert_params` is not a positive number.
+        """
+        from . import memory
+
+        return memory.model_state(expert_params, model_split=self.experts.ep_degree * self.pp_degree, sharding=1,
+                                  stage=1, mixed=self.amp.enabled and self.amp.pure)
