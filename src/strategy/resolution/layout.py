@@ -49,6 +49,7 @@ class _Plan(NamedTuple):
     order: str  # the (axis_order) field
     default_order: tuple[str, ...]  # its (allowed) values that are (axis) names, outermost first
     expert_axes: tuple[Axis, ...]  # the degrees with an (expert_axis): ep, moe_sharding (never inferred)
+    read_experts: Callable[[HybridConfig], tuple[int, ...]]  # their degrees, in one call
     # The NCCLConfig fields with a (group) whose status is implemented, by HybridConfig message, in order.
     comm_by_configs: tuple[tuple[str, tuple[_Comm, ...]], ...]
 
@@ -74,7 +75,7 @@ def plan() -> _Plan:
     names = tuple(a.field for a in axes)
     by_configs = {c.configs: tuple(d for d in comm if d.configs == c.configs) for c in comm}
     return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), tuple(a for a in axes if a.infer is not None),
-                 order.name, default, experts, tuple(by_configs.items()))
+                 order.name, default, experts, operator.attrgetter(*(a.field for a in experts)), tuple(by_configs.items()))
 
 
 def world_size_given(world_size: int | None) -> bool:
@@ -84,7 +85,7 @@ def world_size_given(world_size: int | None) -> bool:
 
 def has_experts(hybrid: HybridConfig) -> bool:
     """Whether an expert degree (ep, moe_sharding) is above 1: the file asks for an expert topology."""
-    return any(getattr(hybrid, a.field) > 1 for a in plan().expert_axes)
+    return max(plan().read_experts(hybrid)) > 1
 
 
 def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
@@ -150,9 +151,10 @@ def order(hybrid: HybridConfig, degrees: dict[str, int], positions: Mapping[str,
     The rules checked at load that each name is known and listed once; here, that no axis of degree > 1 is left out.
     """
     p = plan()
-    listed = tuple(name for name in getattr(hybrid, p.order) if name in p.default_order)  # without the expert axes
+    listed = getattr(hybrid, p.order)
     if not listed:
         return p.default_order
+    listed = tuple(name for name in listed if name in p.default_order)  # without the expert axes
     missing = [a for a in p.axes if degrees[a.field] > 1 and a.name not in listed]
     if missing:
         path = f"{p.hybrid}.{p.order}"

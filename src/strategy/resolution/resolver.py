@@ -108,7 +108,8 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         rules.check(s, loaded.positions, policy=policy, source=loaded.source or "<resolve>", requires=requires)
     _warn_legacy_env()
     layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
-    if layout.has_experts(s.hybrid_configs):  # what Paddle asserts of an expert layout, before what runs here
+    experts = layout.has_experts(s.hybrid_configs)
+    if experts:  # what Paddle asserts of an expert layout, before what runs here
         _expert_layout(s.hybrid_configs, world_size, loaded, [])
     review = support.review(s, positions=loaded.positions, source=loaded.source)
     reasons: dict[str, str] = {}
@@ -125,7 +126,7 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     hybrid = getattr(s, plan.hybrid)
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
-    expert = _expert_layout(hybrid, world_size, loaded, notes) if layout.has_experts(hybrid) else None
+    expert = _expert_layout(hybrid, world_size, loaded, notes) if experts else None
     if expert is not None:
         order = expert.dense_order  # Paddle lays the dense axes out around the expert ones
     effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
