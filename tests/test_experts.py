@@ -61,3 +61,21 @@ def test_a_rank_that_receives_no_tokens_still_joins_the_backward_of_a_module_of_
     nothing, and its backward still answers rank 0's all-to-alls (it hung the gloo ranks before)."""
     results = pools(2).run(cases.own_experts_one_sided, cases.ep_text(2), timeout=60)
     assert [r["received_nothing"] for r in results] == [False, True]
+
+
+def test_recompute_and_gradient_merge_under_ep_train_as_one_process(pools):
+    import tp_cp_cases
+
+    text = cases.ep_text(2, extra="recompute: true gradient_merge: true gradient_merge_configs { k_steps: 2 }")
+    result = pools(2).run(tp_cp_cases.options_parity, text, 4, "qwen3_moe", timeout=240)[0]
+    assert result["merge"] == 2 and result["recompute"] and result["wrapped"] == 2  # both decoder layers
+    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
+
+
+def test_bf16_autocast_under_ep_trains_as_one_process_up_to_bf16_rounding(pools):
+    import tp_cp_cases
+
+    amp = "amp: true amp_configs { use_pure_bf16: false dtype: 'bfloat16' }"
+    single = pools(1).run(tp_cp_cases.amp_losses, "hybrid_configs { dp_degree: 1 } " + amp, 3, "qwen3_moe")[0]
+    losses = pools(2).run(tp_cp_cases.amp_losses, cases.ep_text(2, extra=amp), 3, "qwen3_moe")[0]
+    assert losses == pytest.approx(single, rel=2e-2)

@@ -19,14 +19,24 @@ def cp_text(cp: int, *, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int 
     return text + (f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }")
 
 
-def options_parity(text: str, steps: int = 4) -> dict:
-    """A Llama under cp with recompute and gradient merge (k_steps 2): every micro-step's shares sum to the one-process
-    loss, and after `steps` micro-steps the parameters are those of one process accumulating the same micro-batches."""
+def _model(kind: str):
+    """A Llama, or one of tp_expert_cases' Mixture-of-Experts models ("qwen3_moe", "mixtral"), and its AdamW eps."""
+    if kind == "llama":
+        return llama(), 1e-8
+    from tp_expert_cases import EPS, moe
+
+    return moe(kind), EPS
+
+
+def options_parity(text: str, steps: int = 4, kind: str = "llama") -> dict:
+    """A model (a Llama under cp, an MoE under ep) with recompute and gradient merge (k_steps 2), every rank on the
+    same rows: every micro-step's loss is the one-process loss, and after `steps` micro-steps the parameters are
+    those of one process accumulating the same micro-batches."""
     hcg = init(strategy.loads(text))
-    reference = llama()
+    reference, eps = _model(kind)
     model = parallel.parallelize(copy.deepcopy(reference))
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
-    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=eps))
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR, eps=eps)
     k = hcg.resolved.gradient_merge.k_steps
     losses, ref_losses = [], []
     for step in range(steps):
@@ -50,11 +60,12 @@ def options_parity(text: str, steps: int = 4) -> dict:
             "wrapped": recomputed}
 
 
-def amp_losses(text: str, steps: int = 3) -> list[float]:
-    """A Llama under bf16 autocast: the whole batch's loss each step (the shares summed over cp)."""
+def amp_losses(text: str, steps: int = 3, kind: str = "llama") -> list[float]:
+    """A model under bf16 autocast: the whole batch's loss each step (the shares summed over cp)."""
     hcg = init(strategy.loads(text))
-    model = parallel.parallelize(llama())
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    model, eps = _model(kind)
+    model = parallel.parallelize(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=eps))
     losses = []
     for step in range(steps):
         ids, labels = _rows(step, ROWS)
