@@ -13,7 +13,11 @@ import tp_expert_cases as cases
     (4, cases.ep_text(4), "qwen3_moe"),
     (4, cases.ep_text(2, dp=4), "qwen3_moe"),
     (2, cases.ep_text(2), "mixtral"),
-], ids=["qwen3_moe_ep2", "qwen3_moe_ep4", "qwen3_moe_ep2_dp4", "mixtral_ep2"])
+    (4, "hybrid_configs { dp_degree: 1 sharding_degree: 4 sharding_configs { stage: 3 } ep_degree: 2 }", "qwen3_moe"),
+    (4, 'hybrid_configs { dp_degree: 2 sharding_degree: 2 ep_degree: 2 order: ["dp", "sharding", "moe_sharding", "pp", '
+        '"sep", "cp", "ep", "mp"] }', "qwen3_moe"),  # FSDP2's hybrid sharding needs dp outside sharding
+], ids=["qwen3_moe_ep2", "qwen3_moe_ep4", "qwen3_moe_ep2_dp4", "mixtral_ep2", "ep2_sharding4_stage3",
+        "ep2_dp2_sharding2_stage1"])
 def test_a_small_moe_with_uneven_routing_trains_as_one_process(pools, world, text, kind):
     result = pools(world).run(cases.parity, text, kind, timeout=240)[0]
     assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
@@ -43,7 +47,7 @@ def test_what_ep_cannot_split_is_refused_naming_what_to_do(pools):
                           "holds an equal block of them; change ep_degree")
     assert pools(4).run(cases.ep_with_mp)[0] == (
         "hybrid_configs.ep_degree 2 with hybrid_configs.mp_degree 2: experts split over ep do not compose with mp here "
-        "yet (ep runs beside dp, amp, gradient merge, recompute and checkpoints); set one of them to 1")
+        "yet (ep runs beside dp, sharding, amp, gradient merge, recompute and checkpoints); set one of them to 1")
 
 
 def test_the_ep_example_strategy_fine_tunes_a_qwen3_moe_as_data_parallelism_does(pools):

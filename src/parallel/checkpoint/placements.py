@@ -15,7 +15,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor, Placement, Replicate, Shard
 from torch.distributed.tensor.placement_types import _StridedShard
 
-from ..experts.interface import expert_block
+from ..topology.experts_mark import expert_block
 from ..tensor.shards import SHARD_DIM
 from ..topology.groups import HybridGroup
 

@@ -138,13 +138,13 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
 def _check_expert_parallel(model: nn.Module, hcg: HybridGroup) -> list[tuple[str, nn.Module]]:
     """The model's experts, split evenly over ep, with the axes ep composes with so far; StrategyError otherwise,
     naming both degrees, before anything changes."""
-    for axis in ("mp", "pp", "sharding"):
+    for axis in ("mp", "pp"):
         degree = getattr(hcg, f"{axis}_size")
         if degree > 1:
             raise StrategyError(
                 f"hybrid_configs.ep_degree {hcg.ep_size} with hybrid_configs.{axis}_degree {degree}: experts split over "
-                f"ep do not compose with {axis} here yet (ep runs beside dp, amp, gradient merge, recompute and "
-                f"checkpoints); set one of them to 1", field="hybrid_configs.ep_degree")
+                f"ep do not compose with {axis} here yet (ep runs beside dp, sharding, amp, gradient merge, recompute "
+                f"and checkpoints); set one of them to 1", field="hybrid_configs.ep_degree")
     return check_experts(model, hcg)
 
 

@@ -17,6 +17,7 @@ from torch import nn
 
 from strategy import StrategyError
 
+from ..topology.experts_mark import is_expert, mark_expert
 from ..topology.groups import HybridGroup
 from .dispatch import expert_parallel_forward
 
@@ -25,19 +26,6 @@ __all__ = ["FIELD", "INTERFACE", "experts_modules", "is_expert", "split_experts"
 FIELD = "hybrid_configs.ep_degree"
 INTERFACE = ("3-D parameters gate_up_proj [num_experts, 2·intermediate, hidden] and down_proj [num_experts, hidden, "
              "intermediate] and forward(hidden_states, top_k_index, top_k_weights), as transformers' MoE experts")
-_EXPERT = "_parallel_expert"  # on an expert parameter: (ep_size, ep_rank, the global number of experts)
-
-
-def is_expert(p: torch.Tensor) -> bool:
-    """A parameter (or its state) of this ep rank's block of experts."""
-    return getattr(p, _EXPERT, None) is not None
-
-
-def expert_block(p: torch.Tensor) -> tuple[int, int, int] | None:
-    """(ep_size, ep_rank, global experts) of an expert parameter, else None."""
-    return getattr(p, _EXPERT, None)
-
-
 def _weights(m: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     return getattr(m, "gate_up_proj"), getattr(m, "down_proj")
 
@@ -82,7 +70,7 @@ def split_experts(modules: list[tuple[str, nn.Module]], hcg: HybridGroup) -> Non
         for attr in ("gate_up_proj", "down_proj"):
             old = getattr(m, attr)
             new = nn.Parameter(old.detach()[mine].clone(), requires_grad=old.requires_grad)
-            setattr(new, _EXPERT, (hcg.ep_size, hcg.ep_rank, experts))
+            mark_expert(new, hcg.ep_size, hcg.ep_rank, experts)
             setattr(m, attr, new)
         if hasattr(m, "num_experts"):
             setattr(m, "num_experts", block)  # the local count, as transformers' own expert parallelism sets it

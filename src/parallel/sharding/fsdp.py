@@ -18,6 +18,7 @@ from strategy import StrategyError
 
 from ..blocks import block_names
 from ..tensor.sequence import flag_unreduced, is_sequence_parallel
+from ..topology.experts_mark import is_expert
 from ..topology.groups import HybridGroup, current
 from ..topology.coalesced import broadcast_coalesced
 
@@ -47,9 +48,12 @@ def apply_sharding(model: nn.Module, *, hcg: HybridGroup | None = None) -> nn.Mo
     markers = {name: _markers(p) for name, p in model.named_parameters()}
     mesh = data_mesh(hcg)
     policy = _mixed_precision(hcg)
+    # Experts split over ep stay each rank's block: FSDP2 shards only what is replicated over the data ranks.
+    experts = {p for p in model.parameters() if is_expert(p)} or None
     for name in blocks:  # bottom-up: each block one all-gather / reduce-scatter group
-        fully_shard(modules[name], mesh=mesh, reshard_after_forward=stage == 3, mp_policy=policy)
-    fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=policy)  # the rest: embeddings, norm, head
+        fully_shard(modules[name], mesh=mesh, reshard_after_forward=stage == 3, mp_policy=policy, ignored_params=experts)
+    fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=policy,  # the rest: embeddings, norm, head
+                ignored_params=experts)
     root = weakref.ref(model)
     for name, p in model.named_parameters():  # FSDP2 made new parameters: carry our markers over
         for key, value in markers.get(name, {}).items():
@@ -126,5 +130,5 @@ def _mixed_precision(hcg: HybridGroup) -> MixedPrecisionPolicy:
 def _start_from_first_data_rank(model: nn.Module, hcg: HybridGroup) -> None:
     """FSDP2 shards whatever each rank holds: make every data rank hold the same values first."""
     for group, size in ((hcg.sharding_group, hcg.sharding_size), (hcg.dp_group, hcg.dp_size)):
-        if size > 1:
-            broadcast_coalesced([p.detach() for p in model.parameters()], group)
+        if size > 1:  # experts split over ep are each rank's own block (the optimizer aligns their edp replicas)
+            broadcast_coalesced([p.detach() for p in model.parameters() if not is_expert(p)], group)

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 
 from ..tensor.shards import is_sharded
-from ..experts.interface import is_expert
+from ..topology.experts_mark import is_expert
 from ..topology.dtensors import is_data_sharded, local
 from ..topology.groups import HybridGroup
 from ..topology.guard import guard

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..experts.interface import is_expert
+from ..topology.experts_mark import is_expert
 from ..tensor.grads import grad_of
 from ..tensor.sequence import sum_sequence_parallel_grads
 from ..tensor.shards import is_sharded

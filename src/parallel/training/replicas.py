@@ -14,7 +14,7 @@ from torch import nn
 from ..tensor.sequence import is_sequence_parallel
 from ..tensor.shards import is_sharded
 from ..topology.dtensors import local
-from ..experts.interface import is_expert
+from ..topology.experts_mark import is_expert
 from ..topology.groups import SEQUENCE_AXES, HybridGroup, current
 from ..topology.guard import guard
 
