@@ -244,6 +244,7 @@ def test_each_ncclconfig_names_its_group_for_resolved_nccl():
         "hybrid_configs.dp_configs.nccl_config": "dp",
         "hybrid_configs.sep_configs.nccl_config": "sep",
         "hybrid_configs.cp_configs.nccl_config": "cp",
+        "hybrid_configs.ep_configs.nccl_config": "ep",
     }
 
 

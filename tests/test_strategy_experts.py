@@ -89,6 +89,16 @@ def test_resolve_gives_the_expert_topology_and_paddles_dense_order(recwarn):
     assert any("using the order Paddle's MoE runs set" in n for n in r.notes)
 
 
+def test_ep_configs_nccl_config_sets_the_ep_groups_communicator():
+    r = strategy.resolve(strategy.loads('hybrid_configs { ep_degree: 2 ep_configs { nccl_config { commName: "experts" } '
+                                        "} }"), world_size=2)
+    assert r.nccl == {"ep": {"commName": "experts"}}
+    r = strategy.resolve(strategy.loads('hybrid_configs { ep_configs { nccl_config { commName: "experts" } } }'),
+                         world_size=2)
+    assert r.nccl == {} and "hybrid_configs.ep_configs.nccl_config.commName is set but has no effect: " \
+        "hybrid_configs.ep_degree is 1." in r.notes
+
+
 def test_explain_shows_the_expert_groups(capsys, write):
     path = write("moe.prototxt", "hybrid_configs { dp_degree: 1 mp_degree: 2 sharding_degree: 4 ep_degree: 4 "
                                  "moe_sharding_degree: 2 }")

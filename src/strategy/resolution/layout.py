@@ -200,7 +200,7 @@ def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dic
 def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: list[str],
               out: dict[str, dict[str, Any]], prefix: str) -> None:
     """One communicator's NCCLConfig, when the file set it and its axis is active."""
-    if c.gate is not None and degrees[c.gate] <= 1:
+    if c.gate is not None and (degrees[c.gate] if c.gate in degrees else getattr(hybrid, c.gate)) <= 1:  # ep: no axis
         return  # inactive: the support review notes each field set there
     if not getattr(hybrid, c.configs).HasField(c.field):
         return

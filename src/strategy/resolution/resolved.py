@@ -35,7 +35,7 @@ class Resolved:
             styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
         nccl: per group, the implemented NCCLConfig fields the file set for its communicator
             (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only. Groups: "dp",
-            "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp"; each only while its
+            "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp", "ep"; each only while its
             messages take effect (an axis of degree 1 has none).
         experts: the expert topology when ep_degree > 1 (`ExpertSettings`): Paddle's groups of ep and
             moe_sharding, the experts' replicas beyond them; `order` is then Paddle's dense order beside it.
