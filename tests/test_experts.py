@@ -83,3 +83,10 @@ def test_bf16_autocast_under_ep_trains_as_one_process_up_to_bf16_rounding(pools)
     single = pools(1).run(tp_cp_cases.amp_losses, "hybrid_configs { dp_degree: 1 } " + amp, 3, "qwen3_moe")[0]
     losses = pools(2).run(tp_cp_cases.amp_losses, cases.ep_text(2, extra=amp), 3, "qwen3_moe")[0]
     assert losses == pytest.approx(single, rel=2e-2)
+
+
+def test_an_expert_block_unused_on_one_replica_is_still_averaged_over_its_replicas(pools):
+    text = "hybrid_configs { dp_degree: 1 sharding_degree: 4 ep_degree: 2 }"  # dp 1: no dp zero-fill covers it
+    results = pools(4).run(cases.own_experts_unused_on_one_replica, text, timeout=60)
+    unused = [r for r in results if not r["had_grad"]]
+    assert [(r["edp_rank"], r["ep_rank"]) for r in unused] == [(0, 1)]  # only there; its edp replica had one

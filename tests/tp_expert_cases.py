@@ -184,3 +184,23 @@ def own_experts_one_sided(text: str) -> dict:
     for m, w in zip(mine, whole):
         close(m, w[hcg.ep_rank * block:(hcg.ep_rank + 1) * block], "expert grad")
     return {"received_nothing": hcg.ep_rank != 0}
+
+
+def own_experts_unused_on_one_replica(text: str) -> dict:
+    """ep 2 × edp 2 without dp (sharding 4): the first edp position's tokens reach only the first block, so ep rank 1
+    there has no expert gradient while its replica has one. The step still averages over edp (a zero for the unused
+    block) and leaves the replicas equal."""
+    hcg = init(strategy.loads(text))
+    model = torch.nn.Module()
+    model.blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8), OwnExperts()])  # FSDP2's units: the dense block
+    parallel.parallelize(model, plan={})
+    dense, experts = model.blocks
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    g = torch.Generator().manual_seed(20 + hcg.rank)
+    hidden = dense(torch.randn(5, 8, generator=g))
+    high = 2 if hcg.edp_rank == 0 else 4
+    experts(hidden, torch.randint(0, high, (5, 2), generator=g), torch.rand(5, 2, generator=g)).pow(2).sum().backward()
+    had_grad = experts.gate_up_proj.grad is not None
+    opt.step()
+    parallel.check_replicas(model, grads=False)
+    return {"had_grad": had_grad, "edp_rank": hcg.edp_rank, "ep_rank": hcg.ep_rank}

@@ -33,7 +33,7 @@ def global_grad_norm(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg: Hy
     # Experts are split over the ep group (each rank holds a block): their norms combine over it too.
     kinds: dict[tuple[bool, bool, bool], list[torch.Tensor]] = {}
     for p, g in grads:
-        kind = (is_sharded(p), is_data_sharded(p) and hcg.sharding_size > 1, is_expert(p) and hcg.ep_size > 1)
+        kind = (is_sharded(p), is_data_sharded(p) and hcg.sharding_size > 1, is_expert(p))
         kinds.setdefault(kind, []).append(local(g))
     inf = math.isinf(norm_type)
     parts = []

@@ -204,8 +204,10 @@ class HybridParallelOptimizer:
         split = [axis for axis in SEQUENCE_AXES if getattr(self.hcg, f"{axis}_size") > 1]
         for p in self._model_params:
             g = grad_of(p)
-            if g is None and p.requires_grad and (self.hcg.dp_size > 1 and not is_data_sharded(p) or split):
-                # Unused on this replica (a branch not taken): every rank must reduce the same buffers.
+            if g is None and p.requires_grad and (self.hcg.dp_size > 1 and not is_data_sharded(p) or split
+                                                  or is_expert(p)):
+                # Unused on this replica (a branch not taken, an expert no token chose): every rank must reduce the
+                # same buffers.
                 g = p.grad = torch.zeros_like(p)
             if g is not None:
                 grads.append((p, g))

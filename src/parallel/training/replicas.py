@@ -47,9 +47,8 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
         checks.append(("mp", "mp group", values))
     for axis in ("dp", *SEQUENCE_AXES):  # sep and cp ranks hold replicas too: they differ only in the tokens they see
         if getattr(hcg, f"{axis}_size") > 1:  # experts split over ep are no replicas there: their edp ranks hold them
-            checks.append((axis, f"{axis} replicas", [(n, p.detach()) for n, p in named
-                                                     if not (is_expert(p) and hcg.ep_size > 1)]))
-    if hcg.ep_size > 1 and hcg.edp_size > 1:
+            checks.append((axis, f"{axis} replicas", [(n, p.detach()) for n, p in named if not is_expert(p)]))
+    if hcg.edp_size > 1:
         checks.append(("edp", "expert replicas", [(n, p.detach()) for n, p in named if is_expert(p)]))
     for axis, what, values in checks:
         if values:

@@ -108,9 +108,11 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         rules.check(s, loaded.positions, policy=policy, source=loaded.source or "<resolve>", requires=requires)
     _warn_legacy_env()
     layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
-    experts = layout.has_experts(s.hybrid_configs)
-    if experts:  # what Paddle asserts of an expert layout, before what runs here
-        _expert_layout(s.hybrid_configs, world_size, loaded, [])
+    # What Paddle asserts of an expert layout, before what is implemented here; kept unless the policy changes `s`.
+    expert_notes: list[str] = []
+    expert = None
+    if layout.has_experts(s.hybrid_configs):
+        expert = _expert_layout(s.hybrid_configs, world_size, loaded, expert_notes)
     review = support.review(s, positions=loaded.positions, source=loaded.source)
     reasons: dict[str, str] = {}
     mode = unsupported or policy
@@ -121,12 +123,15 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
             if mode == "warn":
                 warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=4)
         s = support.effective(s, [f.path for f in review.unsupported])
+        if expert is not None:  # a degree the policy set back to its default lays the experts out otherwise
+            expert_notes = []
+            expert = _expert_layout(s.hybrid_configs, world_size, loaded, expert_notes)
     plan = _plan()
     notes: list[str] = list(review.notes)
     hybrid = getattr(s, plan.hybrid)
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
-    expert = _expert_layout(hybrid, world_size, loaded, notes) if experts else None
+    notes += expert_notes
     if expert is not None:
         order = expert.dense_order  # Paddle lays the dense axes out around the expert ones
     effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
