@@ -48,6 +48,7 @@ HF_TESTS := tests/test_transformers_versions.py tests/test_parallelize.py tests/
 	tests/test_experts.py tests/test_pipeline.py tests/test_checkpoint.py tests/test_sharding.py
 HF_RANGE_TESTS := tests/test_transformers_versions.py \
 	tests/test_parallelize.py::test_sequence_parallel_hugging_face_models_match_too \
+	tests/test_parallelize.py::test_qwen3s_per_head_norms_sum_their_gradients_over_mp \
 	tests/test_parallelize.py::test_recomputing_with_a_padding_mask_gives_the_gradients_of_keeping_the_activations \
 	tests/test_parallelize.py::test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun \
 	tests/test_pipeline.py::test_llama_at_pp2_trains_as_one_process_on_every_schedule \

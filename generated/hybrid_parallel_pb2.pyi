@@ -19,6 +19,7 @@ class TpStyle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     EMBEDDING_ROWWISE: _ClassVar[TpStyle]
     REPLICATE: _ClassVar[TpStyle]
     SEQUENCE_PARALLEL: _ClassVar[TpStyle]
+    REPLICATED_WITH_GRAD_ALLREDUCE: _ClassVar[TpStyle]
 TP_STYLE_UNSPECIFIED: TpStyle
 COLWISE: TpStyle
 COLWISE_GATHER_OUTPUT: TpStyle
@@ -28,6 +29,7 @@ ROWWISE_SPLIT_INPUT: TpStyle
 EMBEDDING_ROWWISE: TpStyle
 REPLICATE: TpStyle
 SEQUENCE_PARALLEL: TpStyle
+REPLICATED_WITH_GRAD_ALLREDUCE: TpStyle
 
 class HybridConfig(_message.Message):
     __slots__ = ("dp_degree", "mp_degree", "pp_degree", "sharding_degree", "sep_degree", "mp_configs", "pp_configs", "sharding_configs", "enable_optimizer_timer", "split_norm_comm", "ep_degree", "moe_sharding_degree", "dp_configs", "sep_configs", "dp_sep_configs", "pp_tp_configs", "ep_configs", "moe_sharding_configs", "default_comm_group_configs", "cp_degree", "cp_sharding_degree", "cp_configs", "cp_sharding_configs", "dp_cp_configs", "cp_mp_configs", "order")

@@ -147,11 +147,11 @@ def test_the_example_strategies_are_valid_and_formatted():
 
 
 def test_validate_names_the_file_for_errors_found_when_resolving(write):
-    path = write("moe.prototxt", "hybrid_configs { sharding_degree: 2 ep_degree: 2 moe_sharding_degree: 2 }\n")
+    path = write("moe.prototxt", "hybrid_configs { sharding_degree: 3 ep_degree: 2 moe_sharding_degree: 2 }\n")
     result = strategy_cli("validate", str(path))
     assert result.returncode == 1
-    assert result.stderr.startswith(f"{path}:1:50: hybrid_configs.moe_sharding_degree = 2 is not implemented by this "
-                                    "project; set moe_sharding_degree: 1")
+    assert result.stderr.startswith(f"{path}:1:50: moe_sharding_degree 2 does not divide sharding_degree 3: dense "
+                                    "sharding is split into moe_sharding × the rest")
 
 
 def test_a_world_size_below_1_is_a_usage_error(write):

@@ -15,28 +15,50 @@ import tp_expert_cases as cases
     (2, cases.ep_text(2), "mixtral"),
     (4, "hybrid_configs { dp_degree: 1 sharding_degree: 4 sharding_configs { stage: 3 } ep_degree: 2 }", "qwen3_moe"),
     (4, 'hybrid_configs { dp_degree: 2 sharding_degree: 2 ep_degree: 2 order: ["dp", "sharding", "moe_sharding", "pp", '
-        '"sep", "cp", "ep", "mp"] }', "qwen3_moe"),  # FSDP2's hybrid sharding needs dp outside sharding
+        '"sep", "cp", "ep", "mp"] }', "qwen3_moe"),
+    # Paddle's MoE order (sharding outside dp): the experts' state sharded over moe_sharding, stage 3
+    (4, "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } ep_degree: 2 moe_sharding_degree: 2 }",
+     "qwen3_moe"),
+    (4, "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } ep_degree: 2 moe_sharding_degree: 2 }",
+     "mixtral"),
+    # ep over the mp ranks: each routes half of the tokens they share (dp 2 beside: the experts' replicas)
+    (4, "hybrid_configs { mp_degree: 2 ep_degree: 2 }", "qwen3_moe"),
+    (4, "hybrid_configs { mp_degree: 2 ep_degree: 4 }", "mixtral"),
 ], ids=["qwen3_moe_ep2", "qwen3_moe_ep4", "qwen3_moe_ep2_dp4", "mixtral_ep2", "ep2_sharding4_stage3",
-        "ep2_dp2_sharding2_stage1"])
+        "ep2_dp2_sharding2_stage1", "qwen3_moe_ep2_moe_sharding2_stage3", "mixtral_ep2_moe_sharding2_stage3",
+        "qwen3_moe_ep2_mp2_dp2", "mixtral_ep4_mp2"])
 def test_a_small_moe_with_uneven_routing_trains_as_one_process(pools, world, text, kind):
     result = pools(world).run(cases.parity, text, kind, timeout=240)[0]
     assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
     assert result["norms"] == pytest.approx(result["ref_norms"], rel=1e-5)
     ep = int(text.split("ep_degree: ")[1].split()[0])
+    moe_sharding = int(text.split("moe_sharding_degree: ")[1].split()[0]) if "moe_sharding_degree" in text else 1
     assert result["local_experts"] == {8 // ep}
+    assert result["held_rows"] == {8 // ep // moe_sharding}  # FSDP2's shard of the block
 
 
-@pytest.mark.parametrize(("saved_at", "loaded_at"), [(2, 1), (2, 4)], ids=["ep2_to_1", "ep2_to_4"])
-def test_a_checkpoint_moves_between_ep_degrees_exactly(pools, tmp_path, saved_at, loaded_at):
+MOE_SHARDED = "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } ep_degree: 2 moe_sharding_degree: 2 }"
+
+
+@pytest.mark.parametrize(("saved_at", "saved_text", "loaded_at", "loaded_text", "resharded"), [
+    (2, cases.ep_text(2), 1, cases.ep_text(1), "dp 2 -> 1, ep 2 -> 1"),
+    (2, cases.ep_text(2), 4, cases.ep_text(4), "dp 2 -> 4, ep 2 -> 4"),
+    (4, MOE_SHARDED, 1, cases.ep_text(1), "dp 2 -> 1, sharding 2 -> 1, ep 2 -> 1"),
+    (2, cases.ep_text(2), 4, MOE_SHARDED, "sharding 1 -> 2"),
+], ids=["ep2_to_1", "ep2_to_4", "moe_sharding2_to_1", "ep2_to_moe_sharding2"])
+def test_a_checkpoint_moves_between_ep_degrees_exactly(pools, tmp_path, saved_at, saved_text, loaded_at, loaded_text,
+                                                       resharded):
     import torch
 
     path = str(tmp_path / "ckpt")
-    saved = pools(saved_at).run(cases.save_moe, cases.ep_text(saved_at), path, timeout=120)[0]
-    loaded = pools(loaded_at).run(cases.load_moe, cases.ep_text(loaded_at), path, timeout=120)[0]
-    assert loaded["resharded"] == f"dp {saved_at} -> {loaded_at}, ep {saved_at} -> {loaded_at}"
+    saved = pools(saved_at).run(cases.save_moe, saved_text, path, timeout=120)[0]
+    loaded = pools(loaded_at).run(cases.load_moe, loaded_text, path, timeout=120)[0]
+    assert loaded["resharded"] == resharded
     assert loaded["full"].keys() == saved.keys()
     assert all(torch.equal(loaded["full"][k], v) for k, v in saved.items())
-    assert loaded["expert_state_rows"] == {8 // loaded_at}  # Adam's state: this rank's block of experts only
+    ep = int(loaded_text.split("ep_degree: ")[1].split()[0])
+    held = 8 // ep // (2 if "moe_sharding" in loaded_text else 1)
+    assert loaded["expert_state_rows"] == {held}  # Adam's state: this rank's rows of its block of experts only
 
 
 def test_what_ep_cannot_split_is_refused_naming_what_to_do(pools):
@@ -45,9 +67,10 @@ def test_what_ep_cannot_split_is_refused_naming_what_to_do(pools):
                                    "recognises as experts (3-D parameters gate_up_proj")
     assert out["five"] == ("model.layers.0.mlp.experts has 5 experts, which ep_degree 2 does not divide: each ep rank "
                           "holds an equal block of them; change ep_degree")
-    assert pools(4).run(cases.ep_with_mp)[0] == (
-        "hybrid_configs.ep_degree 2 with hybrid_configs.mp_degree 2: experts split over ep do not compose with mp here "
-        "yet (ep runs beside dp, sharding, amp, gradient merge, recompute and checkpoints); set one of them to 1")
+    assert pools(4).run(cases.ep_with_pp)[0] == (
+        "hybrid_configs.ep_degree 2 with hybrid_configs.pp_degree 2: experts split over ep are not run inside pipeline "
+        "stages here (ep runs beside dp, sharding and moe_sharding, mp, amp, gradient merge, recompute and "
+        "checkpoints); set one of them to 1")
 
 
 def test_the_ep_example_strategy_fine_tunes_a_qwen3_moe_as_data_parallelism_does(pools):

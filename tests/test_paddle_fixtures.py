@@ -175,10 +175,9 @@ def test_every_paddle_file_resolves_under_warn(case):
 
 
 def test_warn_resolves_an_ignored_setting_as_its_default():
-    s = strategy.loads("hybrid_configs { dp_degree: -1 sharding_degree: 2 ep_degree: 2 moe_sharding_degree: 2 }")
-    with pytest.warns(strategy.StrategyWarning,
-                      match=r"<string>:1:64: hybrid_configs.moe_sharding_degree = 2 is not implemented"):
+    s = strategy.loads("lamb: true hybrid_configs { dp_degree: -1 sharding_degree: 2 }")
+    with pytest.warns(strategy.StrategyWarning, match=r"<string>:1:1: lamb = true is not implemented by this project; "
+                      "wrap a LAMB torch optimizer in HybridParallelOptimizer; ignored"):
         resolved = strategy.resolve(s, world_size=4, policy="warn")
-    assert (resolved.dp_degree, resolved.sharding_degree, resolved.experts.ep_degree) == (2, 2, 2)
-    assert resolved.experts.moe_sharding_degree == 1
-    assert s.hybrid_configs.moe_sharding_degree == 2  # the caller's message is left as it was
+    assert (resolved.dp_degree, resolved.sharding_degree) == (2, 2)
+    assert s.lamb  # the caller's message is left as it was

@@ -24,6 +24,14 @@ def test_mp4_with_one_head_per_rank_matches_too(pools, flags):
     pools(4).run(cases.parity, 4, "llama", flags, 4, 4, timeout=180)
 
 
+@pytest.mark.parametrize("sp", [None, {"sequence_parallel": True}], ids=["mp2", "mp2_sequence_parallel"])
+def test_qwen3s_per_head_norms_sum_their_gradients_over_mp(pools, sp):
+    """Qwen3's q_norm and k_norm run per head after the column split ("replicated_with_grad_allreduce"): each rank's
+    gradient covers its heads only, the optimizer sums them over mp, and the training is one process's."""
+    result = pools(2).run(cases.parity, 2, "qwen3", FLAGS[0], 4, 2, False, sp)[0]
+    assert result["losses"][-1] < result["losses"][0]
+
+
 def test_replicated_parameters_follow_the_sync_flags(pools):
     pools(2).run(cases.parity, 2, "llama", FLAGS[-1], 4, 2, True)
 

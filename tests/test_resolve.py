@@ -83,19 +83,6 @@ def test_world_size_not_divisible_cannot_infer_dp():
         strategy.resolve(make(2), world_size=3)
 
 
-@pytest.mark.parametrize("name", ["moe_sharding_degree"])
-def test_unimplemented_degrees_are_errors_naming_the_field(name):
-    s = make(1)
-    s.hybrid_configs.ep_degree = 2
-    s.hybrid_configs.sharding_degree = 4
-    setattr(s.hybrid_configs, name, 2)
-    with pytest.raises(StrategyError) as info:
-        strategy.resolve(s, world_size=4)
-    assert info.value.field == f"hybrid_configs.{name}"
-    assert "not implemented by this project" in str(info.value)
-    assert strategy.loads(strategy.dumps(s)) == s  # still loads and converts
-
-
 def test_resolved_is_frozen():
     resolved = strategy.resolve(make(2), world_size=2)
     with pytest.raises(AttributeError):
@@ -245,6 +232,7 @@ def test_each_ncclconfig_names_its_group_for_resolved_nccl():
         "hybrid_configs.sep_configs.nccl_config": "sep",
         "hybrid_configs.cp_configs.nccl_config": "cp",
         "hybrid_configs.ep_configs.nccl_config": "ep",
+        "hybrid_configs.moe_sharding_configs.nccl_config": "moe_sharding",
     }
 
 

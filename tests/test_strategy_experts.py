@@ -105,12 +105,12 @@ def test_explain_shows_the_expert_groups(capsys, write):
     assert main(["explain", str(path), "--world-size", "8"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("  expert groups")))
-    assert lines[at + 1:at + 3] == ["    moe_sharding groups: [0, 4] [1, 5] [2, 6] [3, 7]  (not implemented yet)",
+    assert lines[at + 1:at + 3] == ["    moe_sharding groups: [0, 4] [1, 5] [2, 6] [3, 7]",
                                     "    ep groups: [0, 1, 2, 3] [4, 5, 6, 7]"]
     assert main(["explain", str(path), "--world-size", "8", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)["groups"]["experts"]
     assert data["order"] == ["edp", "moe_sharding", "pp", "ep"]
-    assert data["axes"]["ep"]["implemented"] and not data["axes"]["moe_sharding"]["implemented"]
+    assert data["axes"]["ep"]["implemented"] and data["axes"]["moe_sharding"]["implemented"]
 
 
 def test_explain_splits_the_memory_into_dense_and_expert_rows(capsys, write):
@@ -126,3 +126,15 @@ def test_explain_splits_the_memory_into_dense_and_expert_rows(capsys, write):
     assert rows["one process"] == ["700.35", "GiB"]
     assert main(["explain", str(path), "--world-size", "4", "--expert-params", "45e9"]) == 2
     assert "--expert-params is the experts' share of --params" in capsys.readouterr().err
+
+
+def test_explain_shards_the_expert_rows_over_moe_sharding_as_the_stage_says(capsys, write):
+    path = write("moe.prototxt", "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } ep_degree: 2 "
+                                 "moe_sharding_degree: 2 }")
+    assert main(["explain", str(path), "--world-size", "4", "--params", "47e9", "--expert-params", "45e9"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index(next(line for line in lines if line.startswith("  of them")))
+    assert lines[at] == ("  of them 45,000,000,000 in experts, split over ep 2 × pp 1 (each rank its block, sharded "
+                         "over moe_sharding 2 at stage 3, whole on the replicas beyond)")
+    rows = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines[at + 2:at + 6]}
+    assert rows["experts per rank"] == ["167.64", "GiB"]  # 45e9 × 16 bytes / ep 2 / moe_sharding 2

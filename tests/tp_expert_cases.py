@@ -10,6 +10,7 @@ import torch
 import parallel
 import strategy
 from rank_helpers import close, init, train_beside_one_process
+from parallel.topology.dtensors import local
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
@@ -64,7 +65,9 @@ def parity(text: str, kind: str = "qwen3_moe", steps: int = 3, clip: float | Non
     model = parallel.parallelize(copy.deepcopy(reference))
     result = train_beside_one_process(hcg, model, reference, _rows, rows_per_rank=ROWS, lr=LR, steps=steps, clip=clip,
                                       eps=EPS, split=False)  # the aux loss is per batch: each data rank's, averaged
-    return result | {"local_experts": {p.shape[0] for p in model.parameters() if p.dim() == 3}}
+    experts = [p for p in model.parameters() if p.dim() == 3]
+    return result | {"local_experts": {p.shape[0] for p in experts},  # this ep rank's block
+                     "held_rows": {local(p).shape[0] for p in experts}}  # of which this rank holds (moe_sharding)
 
 
 def save_moe(text: str, path: str) -> dict:
@@ -91,13 +94,13 @@ def load_moe(text: str, path: str) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         info = parallel.load(path, model, opt)
-    state = [s["exp_avg"].shape[0] for p, s in opt.state.items() if p.dim() == 3]
+    state = [local(s["exp_avg"]).shape[0] for p, s in opt.state.items() if p.dim() == 3]
     return {"full": parallel.full_state_dict(model), "resharded": info.resharded, "expert_state_rows": set(state)}
 
 
 def refusals(text: str) -> dict:
-    """parallelize's refusals under ep, each before any change: a model without experts, experts ep does not divide,
-    and ep with mp."""
+    """parallelize's refusals under ep, each before any change: a model without experts, and experts ep does not
+    divide."""
     from torch import nn
 
     init(strategy.loads(text))
@@ -110,8 +113,8 @@ def refusals(text: str) -> dict:
     return out
 
 
-def ep_with_mp() -> str:
-    init(strategy.loads("hybrid_configs { dp_degree: -1 mp_degree: 2 ep_degree: 2 }"))
+def ep_with_pp() -> str:
+    init(strategy.loads("hybrid_configs { dp_degree: -1 pp_degree: 2 ep_degree: 2 }"))
     try:
         parallel.parallelize(moe(), plan={})
     except strategy.StrategyError as e:

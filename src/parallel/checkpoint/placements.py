@@ -27,11 +27,7 @@ def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> 
     whole mesh, sharing this rank's storage."""
     block = expert_block(param) if param is not None else None
     if block is not None and hcg.ep_size > 1 and hcg.expert_mesh is not None:
-        # This ep rank's block of the experts: Shard(0) of the whole [num_experts, ...] over ep, replicated over edp.
-        shape = [block[2], *t.shape[1:]]
-        stride = torch.empty(shape, device="meta").stride()
-        return DTensor.from_local(t, hcg.expert_mesh, [Replicate(), Shard(0)], run_check=False,
-                                  shape=torch.Size(shape), stride=stride)
+        return _expert_global(t, block[2], hcg.expert_mesh)
     mesh = state_mesh(hcg)
     dims = tuple(mesh.mesh_dim_names or ())
     mp_dim = getattr(param, SHARD_DIM, None) if param is not None else None
@@ -48,6 +44,19 @@ def as_global(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> 
         placements[dims.index("mp")] = Shard(mp_dim)
         shape[mp_dim] *= hcg.mp_size
         _nest(placements, dims, mp_dim, hcg)
+    stride = torch.empty(shape, device="meta").stride()
+    return DTensor.from_local(t, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride)
+
+
+def _expert_global(t: torch.Tensor, experts: int, mesh: DeviceMesh) -> DTensor:
+    """This ep rank's block of the experts: Shard(0) of the whole [num_experts, ...] over ep; FSDP2's shard of the
+    block (moe_sharding > 1) Shard(0) of that over moe_sharding (the mesh's inner dim); replicated over edp."""
+    rows = t.shape[0]  # the block's (of FSDP2's DTensor too, whose local tensor is this rank's rows of it)
+    t = t.to_local() if isinstance(t, DTensor) else t
+    names = tuple(mesh.mesh_dim_names or ())
+    placements = [Shard(0) if d in ("ep", "moe_sharding") else Replicate() for d in names]
+    shape = [experts, *t.shape[1:]]
+    assert rows * mesh.size(names.index("ep")) == experts, (rows, experts)
     stride = torch.empty(shape, device="meta").stride()
     return DTensor.from_local(t, mesh, placements, run_check=False, shape=torch.Size(shape), stride=stride)
 

@@ -26,6 +26,7 @@ from ..sharding.fsdp import apply_sharding, sharding_units
 from ..tensor.column import ColumnParallelLinear
 from ..tensor.data import broadcast_data
 from ..tensor.embedding import VocabParallelEmbedding
+from ..tensor.partial import mark_partial_over_mp
 from ..tensor.row import RowParallelLinear
 from ..tensor.sequence import mark_sequence_parallel
 from ..tensor.shards import shard_of
@@ -50,7 +51,9 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
             "auto": the strategy's `hybrid_configs.mp_configs.tp_plan` if it has rules, else the model's own
             Hugging Face plan (what transformers uses for tp_plan="auto"). Styles, as Hugging Face names
             them: colwise, colwise_gather_output (= colwise_rep), rowwise, rowwise_split_input,
-            embedding_rowwise, replicate, sequence_parallel.
+            embedding_rowwise, replicate, sequence_parallel, replicated_with_grad_allreduce (replicated, its
+            gradient summed over mp: a norm per head after a colwise split). Experts are never split by mp: a
+            model's own plan's expert rules are left out (experts stay whole, split over ep when ep_degree > 1).
         hcg: the hybrid group; None means `parallel.current()`.
         sequence_dim: the sequence dimension of the model's activations under sequence parallelism (1 for
             batch-first models such as Hugging Face's).
@@ -107,6 +110,9 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         if m.style == "sequence_parallel":
             mark_sequence_parallel(m.module, hcg=hcg)
             continue
+        if m.style == "replicated_with_grad_allreduce":
+            mark_partial_over_mp(m.module.parameters())
+            continue
         whole = hf_sequence is not None and m.name in hf_sequence.replicated_input  # gets the whole sequence
         replacement = _replacement(m, without_sequence_parallel(hcg) if whole else hcg, sequence_dim)
         parent_name, _, child = m.name.rpartition(".")
@@ -136,15 +142,13 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
 
 
 def _check_expert_parallel(model: nn.Module, hcg: HybridGroup) -> list[tuple[str, nn.Module]]:
-    """The model's experts, split evenly over ep, with the axes ep composes with so far; StrategyError otherwise,
-    naming both degrees, before anything changes."""
-    for axis in ("mp", "pp"):
-        degree = getattr(hcg, f"{axis}_size")
-        if degree > 1:
-            raise StrategyError(
-                f"hybrid_configs.ep_degree {hcg.ep_size} with hybrid_configs.{axis}_degree {degree}: experts split over "
-                f"ep do not compose with {axis} here yet (ep runs beside dp, sharding, amp, gradient merge, recompute "
-                f"and checkpoints); set one of them to 1", field="hybrid_configs.ep_degree")
+    """The model's experts, split evenly over ep, with the axes ep composes with; StrategyError otherwise, naming
+    both degrees, before anything changes. (sep and cp with ep are refused by the strategy itself.)"""
+    if hcg.pp_size > 1:
+        raise StrategyError(
+            f"hybrid_configs.ep_degree {hcg.ep_size} with hybrid_configs.pp_degree {hcg.pp_size}: experts split over ep "
+            "are not run inside pipeline stages here (ep runs beside dp, sharding and moe_sharding, mp, amp, gradient "
+            "merge, recompute and checkpoints); set one of them to 1", field="hybrid_configs.ep_degree")
     return check_experts(model, hcg)
 
 

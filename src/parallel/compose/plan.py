@@ -23,6 +23,7 @@ __all__ = ["Match", "match_plan", "plan_for"]
 COLUMN = {"colwise": False, "colwise_gather_output": True, "colwise_rep": True}
 ROW = {"rowwise": True, "rowwise_split_input": False}  # style -> input_is_parallel
 STRATEGY_FIELD = "hybrid_configs.mp_configs.tp_plan"
+HF_PLAN = "Hugging Face plan (config.base_model_tp_plan)"
 
 
 class Match(NamedTuple):
@@ -44,7 +45,7 @@ def plan_for(model: nn.Module, plan: str | Mapping[str, str], hcg: HybridGroup) 
         return [], "no plan (mp_degree 1)"  # other techniques (sep, cp, ep, sharding, pp, recompute) still apply
     hf = hugging_face_plan(model)
     if hf:
-        return list(hf.items()), f"{type(model).__name__}'s Hugging Face plan (config.base_model_tp_plan)"
+        return list(hf.items()), f"{type(model).__name__}'s {HF_PLAN}"
     raise StrategyError(
         f"parallelize(plan=\"auto\"): the strategy has no {STRATEGY_FIELD} and {type(model).__name__} has no Hugging Face "
         "tensor-parallel plan; give one: parallelize(model, {\"layers.*.up\": \"colwise\", \"layers.*.down\": \"rowwise\"}), "
@@ -72,7 +73,8 @@ def hugging_face_plan(model: nn.Module) -> dict[str, str]:
     embedding = f"{prefix}.embed_tokens" if prefix else "embed_tokens"
     if plan and isinstance(getattr(base, "embed_tokens", None), nn.Embedding) and embedding not in plan:
         plan = {embedding: "embedding_rowwise", **plan}
-    return plan
+    # Experts stay whole here (split over ep, never by mp): their rules (moe_tp_experts, packed_colwise, ...) go.
+    return {k: v for k, v in plan.items() if ".experts" not in k}
 
 
 def match_plan(model: nn.Module, rules: list[tuple[str, str]], source: str, mp_size: int) -> list[Match]:
@@ -93,7 +95,9 @@ def match_plan(model: nn.Module, rules: list[tuple[str, str]], source: str, mp_s
         matches.append(Match(name, module, *rule))
         problems += _fits(matches[-1], mp_size)
     for pattern, _ in rules:
-        if pattern not in used:
+        # A model's own plan names every layer its family may have (a MoE model's dense MLP rules match nothing
+        # where every layer is sparse): transformers skips those, so does this; a plan given must match.
+        if pattern not in used and not source.endswith(HF_PLAN):
             problems.append(f"rule {pattern!r} matches no module of {type(model).__name__} (names look like "
                             f"{_examples(model)})")
     problems += _heads(model, matches, mp_size)

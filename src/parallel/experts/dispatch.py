@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed._functional_collectives import all_to_all_single_autograd, wait_tensor
 
+from ..tensor.sequence import _GatherFromSequence, _ScatterToSequence
 from ..topology.groups import HybridGroup
 
 __all__ = ["expert_parallel_forward"]
@@ -30,7 +31,31 @@ def _exchange_counts(send: torch.Tensor, group: dist.ProcessGroup) -> torch.Tens
 def expert_parallel_forward(module: nn.Module, hcg: HybridGroup, hidden_states: torch.Tensor,
                             top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
     """transformers' experts forward (`[tokens, hidden]`, `[tokens, k]` expert ids and weights -> `[tokens, hidden]`)
-    with `module` holding this ep rank's block of the experts (`split_experts`)."""
+    with `module` holding this ep rank's block of the experts (`split_experts`).
+
+    When the ep group takes in ranks of this rank's mp group (`hcg.ep_mp_group`), those hold the same tokens: each
+    dispatches only its share (rows ep_mp_rank·c … of c = ⌈tokens / ep_mp_size⌉) and the shares are all-gathered
+    after the combine, so no token is computed twice (the gathered result's gradient is whole on every mp rank, so
+    the gather's backward keeps this share, and the split's all-gathers the shares' gradients)."""
+    if hcg.ep_mp_size == 1:
+        return _dispatch(module, hcg, hidden_states, top_k_index, top_k_weights)
+    group, parts, me = hcg.ep_mp_group, hcg.ep_mp_size, hcg.ep_mp_rank
+    tokens = hidden_states.shape[0]
+    share = -(-tokens // parts)
+    rows = slice(min(me * share, tokens), min((me + 1) * share, tokens))
+
+    def my_share(t: torch.Tensor) -> torch.Tensor:  # (the router's weights too: their gradient is whole on every rank)
+        padded = nn.functional.pad(t, (0, 0, 0, share * parts - tokens))
+        return _ScatterToSequence.apply(padded, 0, group)[: rows.stop - rows.start]
+
+    out = _dispatch(module, hcg, my_share(hidden_states), top_k_index[rows], my_share(top_k_weights))
+    out = nn.functional.pad(out, (0, 0, 0, share - out.shape[0]))
+    return _GatherFromSequence.apply(out, 0, group)[:tokens]
+
+
+def _dispatch(module: nn.Module, hcg: HybridGroup, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+              top_k_weights: torch.Tensor) -> torch.Tensor:
+    """Dispatch, the local experts, combine: for these tokens, over the ep group."""
     group = hcg.ep_group
     assert group is not None
     local = int(getattr(module, "gate_up_proj").shape[0])

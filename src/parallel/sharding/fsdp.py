@@ -19,7 +19,7 @@ from strategy import StrategyError
 from ..blocks import block_names
 from ..tensor.sequence import flag_unreduced, is_sequence_parallel
 from ..topology.experts_mark import is_expert
-from ..topology.groups import HybridGroup, current
+from ..topology.groups import HybridGroup, current, mesh_over
 from ..topology.coalesced import broadcast_coalesced
 
 __all__ = ["apply_sharding", "data_mesh", "sharded_roots", "sharding_units"]
@@ -48,8 +48,11 @@ def apply_sharding(model: nn.Module, *, hcg: HybridGroup | None = None) -> nn.Mo
     markers = {name: _markers(p) for name, p in model.named_parameters()}
     mesh = data_mesh(hcg)
     policy = _mixed_precision(hcg)
-    # Experts split over ep stay each rank's block: FSDP2 shards only what is replicated over the data ranks.
+    # Experts split over ep are each rank's block: FSDP2 shards them over moe_sharding (their own mesh), or not at all.
     experts = {p for p in model.parameters() if is_expert(p)} or None
+    if experts and hcg.moe_sharding_size > 1:
+        _shard_experts(model, hcg, stage, policy)
+        experts = None  # each experts module is a unit of its own now: the blocks around it leave its parameters
     for name in blocks:  # bottom-up: each block one all-gather / reduce-scatter group
         fully_shard(modules[name], mesh=mesh, reshard_after_forward=stage == 3, mp_policy=policy, ignored_params=experts)
     fully_shard(model, mesh=mesh, reshard_after_forward=False, mp_policy=policy,  # the rest: embeddings, norm, head
@@ -65,6 +68,23 @@ def apply_sharding(model: nn.Module, *, hcg: HybridGroup | None = None) -> nn.Mo
         # makes the sequence-parallel gradients due their sum over the mp group again.
         model.register_forward_pre_hook(lambda *_: _flag_all(regional))
     return model
+
+
+def _shard_experts(model: nn.Module, hcg: HybridGroup, stage: int, policy: MixedPrecisionPolicy) -> None:
+    """Each module holding experts one FSDP2 unit over the expert data mesh (moe_sharding, replicated over edp).
+
+    FSDP2 would average an expert's gradient over the ranks holding its block; what each holds is its tokens'
+    share of every data rank's loss, so the sum over them is divided by the number of distinct batches instead
+    (`HybridGroup.expert_grad_divisor`), as the dense average over the data ranks is. A block no token reached on a
+    rank still joins the reduce-scatter, with zeros."""
+    mesh = hcg.expert_data_mesh
+    assert mesh is not None
+    for m in [m for m in model.modules() if any(is_expert(p) for p in m.parameters(recurse=False))]:
+        unit = fully_shard(m, mesh=mesh, reshard_after_forward=stage == 3, mp_policy=policy)
+        unit.set_gradient_divide_factor(float(hcg.expert_grad_divisor))
+        if mesh.device_type == "cpu":  # gloo has no pre-multiplied sum (NCCL's division by that factor): sum, then divide
+            unit.set_force_sum_reduction_for_comms(True)
+        unit.set_reduce_scatter_unused_params(True)
 
 
 def sharding_units(model: nn.Module, hcg: HybridGroup) -> list[str]:
@@ -90,10 +110,19 @@ def data_mesh(hcg: HybridGroup) -> DeviceMesh:
     if hcg.dp_size == 1:
         return hcg.mesh["sharding"]
     order = hcg.resolved.order
-    if order.index("dp") > order.index("sharding"):
-        raise StrategyError("hybrid_configs.order puts sharding outside dp; with both above 1, FSDP2's hybrid sharding "
-                            "needs dp outermost: list dp before sharding", field="hybrid_configs.order")
-    return hcg.mesh["dp", "sharding"]
+    if order.index("dp") < order.index("sharding"):
+        return hcg.mesh["dp", "sharding"]
+    # sharding outside dp (Paddle's MoE order): the same groups as a mesh of its own, replicate dim first
+    cached = _DATA_MESH.get("mesh")
+    if cached is None or cached[0] is not hcg.mesh:  # one per init
+        names = tuple(hcg.mesh.mesh_dim_names or ())
+        mesh = mesh_over(hcg.mesh.mesh, names, ("dp", "sharding"), [hcg.dp_group, hcg.sharding_group], hcg.rank,
+                         hcg.mesh.device_type)
+        _DATA_MESH["mesh"] = cached = (hcg.mesh, mesh)
+    return cached[1]
+
+
+_DATA_MESH: dict[str, tuple[DeviceMesh, DeviceMesh]] = {}
 
 
 def sharded_roots(params: list[nn.Parameter]) -> list[FSDPModule]:
@@ -129,6 +158,11 @@ def _mixed_precision(hcg: HybridGroup) -> MixedPrecisionPolicy:
 @torch.no_grad()
 def _start_from_first_data_rank(model: nn.Module, hcg: HybridGroup) -> None:
     """FSDP2 shards whatever each rank holds: make every data rank hold the same values first."""
-    for group, size in ((hcg.sharding_group, hcg.sharding_size), (hcg.dp_group, hcg.dp_size)):
-        if size > 1:  # experts split over ep are each rank's own block (the optimizer aligns their edp replicas)
-            broadcast_coalesced([p.detach() for p in model.parameters() if not is_expert(p)], group)
+    dense = [p.detach() for p in model.parameters() if not is_expert(p)]
+    experts = [p.detach() for p in model.parameters() if is_expert(p)]
+    # Experts split over ep are each rank's own block: the same as the other holders of that block's.
+    for tensors, groups in ((dense, ((hcg.sharding_group, hcg.sharding_size), (hcg.dp_group, hcg.dp_size))),
+                            (experts, ((hcg.moe_sharding_group, hcg.moe_sharding_size), (hcg.edp_group, hcg.edp_size)))):
+        for group, size in groups:
+            if tensors and size > 1 and group is not None:
+                broadcast_coalesced(tensors, group)

@@ -21,7 +21,7 @@ from strategy import Resolved, StrategyError
 
 from .consensus import agree
 
-__all__ = ["AXES", "HybridGroup", "communicator_options", "current", "destroy", "init"]
+__all__ = ["AXES", "HybridGroup", "communicator_options", "current", "destroy", "init", "mesh_over"]
 
 
 AXES = ("dp", "pp", "sharding", "sep", "cp", "mp")  # Paddle's default order, outermost first
@@ -80,17 +80,32 @@ class HybridGroup:
     mp_ranks: tuple[int, ...]
     pp_p2p_group: dist.ProcessGroup
     mesh: DeviceMesh
-    # The expert topology (ep_degree > 1; Paddle's EPHybridCommunicateGroup): ep splits the experts, edp ranks hold
-    # the same experts (the world beyond pp × moe_sharding × ep). At ep_degree 1 there are no expert groups (None).
+    # The expert topology (ep_degree > 1; Paddle's EPHybridCommunicateGroup): ep splits the experts, moe_sharding
+    # ranks hold the same expert block and shard its state, edp ranks hold the same experts beyond them (the world
+    # beyond pp × moe_sharding × ep). At ep_degree 1 there are no expert groups (None).
     ep_group: dist.ProcessGroup | None = None
     ep_rank: int = 0
     ep_size: int = 1
     ep_ranks: tuple[int, ...] = ()
+    moe_sharding_group: dist.ProcessGroup | None = None
+    moe_sharding_rank: int = 0
+    moe_sharding_size: int = 1
+    moe_sharding_ranks: tuple[int, ...] = ()
     edp_group: dist.ProcessGroup | None = None
     edp_rank: int = 0
     edp_size: int = 1
     edp_ranks: tuple[int, ...] = ()
-    expert_mesh: DeviceMesh | None = None  # dims ("edp", "ep"): the experts' placements for checkpoints
+    # The ranks of this rank's ep group that are also in its mp group: they hold the same tokens, so each routes
+    # a share of them (ep_mp_rank's) and the shares are gathered after the combine; a group of one otherwise.
+    ep_mp_group: dist.ProcessGroup | None = None
+    ep_mp_rank: int = 0
+    ep_mp_size: int = 1
+    ep_mp_ranks: tuple[int, ...] = ()
+    # This pipeline stage's expert ranks as a mesh, dims ("edp", "ep", "moe_sharding") less those of degree 1 but ep:
+    # an expert block is Shard(0) over ep, its FSDP2 shard Shard(0) of that over moe_sharding (checkpoints).
+    expert_mesh: DeviceMesh | None = None
+    # What FSDP2 shards the experts over at moe_sharding_degree > 1: ("edp", "moe_sharding"), or ("moe_sharding",).
+    expert_data_mesh: DeviceMesh | None = None
 
     @property
     def data_rank(self) -> int:
@@ -99,6 +114,13 @@ class HybridGroup:
     @property
     def data_size(self) -> int:
         return self.dp_size * self.sharding_size
+
+    @property
+    def expert_grad_divisor(self) -> int:
+        """What the sum of an expert's gradients over the ranks holding its block is divided by to be the mean over
+        the data ranks, as the dense gradients are: the distinct batches (dp × sharding), times the mp ranks that
+        route the same tokens in separate ep groups (each of those counts them once)."""
+        return self.data_size * self.mp_size // self.ep_mp_size
 
     def group(self, axis: str) -> dist.ProcessGroup:
         """The group of `axis` ("dp", "pp", "sharding", "sep", "cp" or "mp")."""
@@ -180,23 +202,45 @@ def init(
     device_type = "cuda" if dist.get_backend() == "nccl" else "cpu"
     mesh = DeviceMesh.from_group([mine[f"{a}_group"] for a in order], device_type, mesh=rank_grid, mesh_dim_names=order)
     if resolved.experts.ep_degree > 1:
-        mine.update(_expert_groups(resolved, rank, timeout, device_type))
+        mine.update(_expert_groups(resolved, rank, timeout, device_type, layout["mp"]))
     _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, mesh=mesh, **mine)
     return _STATE.current
 
 
-def _expert_groups(resolved: Resolved, rank: int, timeout: datetime.timedelta | None, device_type: str) -> dict[str, Any]:
-    """The ep and edp groups of the expert topology, and the expert mesh over them (edp outer, ep inner)."""
+def _expert_groups(resolved: Resolved, rank: int, timeout: datetime.timedelta | None, device_type: str,
+                   mp_groups: list[list[int]]) -> dict[str, Any]:
+    """The ep, moe_sharding and edp groups of the expert topology, the ep ∩ mp groups, and the expert meshes."""
     experts = resolved.experts
     topology = _strategy.Topology(experts.order, experts.dims)
     out: dict[str, Any] = {}
-    for axis in ("edp", "ep"):
+    for axis in ("edp", "moe_sharding", "ep"):
         out.update(_make_groups(axis, topology.groups(axis), resolved.nccl.get(axis, {}), rank, timeout))
-    if experts.replicas * experts.ep_degree == topology.world_size:  # pp and moe_sharding 1: (edp, ep) is the world
-        grid = torch.tensor(topology.groups("ep"))  # row i: the ep group of edp position i
-        out["expert_mesh"] = DeviceMesh.from_group([out["edp_group"], out["ep_group"]], device_type, mesh=grid,
-                                                   mesh_dim_names=("edp", "ep"))
+    mp_of = {r: set(g) for g in mp_groups for r in g}
+    shares = sorted({tuple(sorted(set(g) & mp_of[r])) for g in topology.groups("ep") for r in g})
+    if len(shares[0]) > 1:  # (else every rank is alone: no groups of one to make)
+        out.update(_make_groups("ep_mp", [list(s) for s in shares], {}, rank, timeout))
+    grid = torch.arange(topology.world_size).view(*topology.dims)
+    names = topology.order
+    mesh_dims = tuple(d for d in ("edp", "ep", "moe_sharding") if d == "ep" or topology.degrees[d] > 1)
+    out["expert_mesh"] = mesh_over(grid, names, mesh_dims, [out[f"{d}_group"] for d in mesh_dims], rank, device_type)
+    if experts.moe_sharding_degree > 1:
+        data_dims = tuple(d for d in ("edp", "moe_sharding") if d == "moe_sharding" or topology.degrees[d] > 1)
+        out["expert_data_mesh"] = mesh_over(grid, names, data_dims, [out[f"{d}_group"] for d in data_dims], rank,
+                                            device_type)
     return out
+
+
+def mesh_over(grid: torch.Tensor, names: tuple[str, ...], dims: tuple[str, ...], groups: list[dist.ProcessGroup],
+              rank: int, device_type: str) -> DeviceMesh:
+    """A mesh with `dims` (in that order, whatever their order in `grid`, whose axes are `names`) over the ranks
+    that share `rank`'s coordinates on the other axes, wrapping `groups` (one per dim, already made)."""
+    along = [names.index(d) for d in dims]
+    others = [i for i in range(len(names)) if i not in along]
+    moved = grid.permute(*others, *along)
+    mine = tuple((moved == rank).nonzero()[0][: len(others)].tolist())
+    if len(dims) == 1:
+        return DeviceMesh.from_group(groups[0], device_type, mesh_dim_names=dims)
+    return DeviceMesh.from_group(groups, device_type, mesh=moved[mine], mesh_dim_names=dims)
 
 
 def _make_groups(axis: str, groups: list[list[int]], nccl: dict[str, Any], rank: int,

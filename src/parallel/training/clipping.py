@@ -29,22 +29,24 @@ def global_grad_norm(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg: Hy
     norm_type = float(norm_type)
     device = grads[0][1].device if grads else torch.device("cpu")
     # A parameter's gradient may be split over the mp group (the parallel layers) and over the sharding group
-    # (FSDP2): its norm combines the local shards' over each group it is split across.
-    # Experts are split over the ep group (each rank holds a block): their norms combine over it too.
-    kinds: dict[tuple[bool, bool, bool], list[torch.Tensor]] = {}
+    # (FSDP2): its norm combines the local shards' over each group it is split across. Experts are split over the ep
+    # group (each rank holds a block), and FSDP2 shards a block over moe_sharding: their norms combine there.
+    kinds: dict[tuple[str, ...], list[torch.Tensor]] = {}
     for p, g in grads:
-        kind = (is_sharded(p), is_data_sharded(p) and hcg.sharding_size > 1, is_expert(p))
-        kinds.setdefault(kind, []).append(local(g))
+        expert = is_expert(p)
+        split = (("mp",) if is_sharded(p) else ()) + (("ep",) if expert else ())
+        if is_data_sharded(p):
+            split += ("moe_sharding",) if expert else ("sharding",)
+        kinds.setdefault(tuple(a for a in split if getattr(hcg, f"{a}_size") > 1), []).append(local(g))
     inf = math.isinf(norm_type)
     parts = []
-    for (over_mp, over_sharding, over_ep), tensors in sorted(kinds.items(), reverse=True):  # mp-split ones first
+    for axes, tensors in sorted(kinds.items(), reverse=True):
         values = _per_param(tensors, norm_type, device)
         values = values if inf else values.pow(norm_type)
-        for split, axis in ((over_mp, "mp"), (over_sharding, "sharding"), (over_ep, "ep")):
-            group, size = getattr(hcg, f"{axis}_group"), getattr(hcg, f"{axis}_size")
-            if split and size > 1:
-                with guard(f"gradient norm ({'max' if inf else 'sum'} over the {axis} group)", group):
-                    dist.all_reduce(values, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=group)
+        for axis in axes:
+            group = getattr(hcg, f"{axis}_group")
+            with guard(f"gradient norm ({'max' if inf else 'sum'} over the {axis} group)", group):
+                dist.all_reduce(values, op=dist.ReduceOp.MAX if inf else dist.ReduceOp.SUM, group=group)
         parts.append(values if inf else values.pow(1.0 / norm_type))
     per_param = torch.cat(parts) if parts else torch.zeros(0, device=device)
     total = torch.linalg.vector_norm(per_param, norm_type) if per_param.numel() else torch.zeros((), device=device)

@@ -16,6 +16,7 @@ from torch import nn
 
 from ..topology.experts_mark import is_expert
 from ..tensor.grads import grad_of
+from ..tensor.partial import sum_partial_grads
 from ..tensor.sequence import sum_sequence_parallel_grads
 from ..tensor.shards import is_sharded
 from ..sharding.fsdp import sharded_roots
@@ -188,13 +189,15 @@ class HybridParallelOptimizer:
         return clip_by_global_norm(self._reduced_grads(), self.hcg, max_norm, norm_type, error_if_nonfinite=error_if_nonfinite)
 
     def _reduce_experts(self, grads: list[torch.Tensor]) -> None:
-        """An expert's gradient holds every token routed to it from its ep group's data ranks: averaged over the
-        ranks that hold the same experts (edp) and divided by ep, it is the mean over all data ranks, as the dense
-        parameters' average over dp is."""
+        """An expert's gradient holds its share of every data rank's loss whose tokens reached this block: summed
+        over the ranks that hold the same experts (edp) and divided by the distinct batches, it is the mean over the
+        data ranks, as the dense parameters' average over dp is. (FSDP2 reduces the experts it shards itself.)"""
+        if not grads:  # (every rank alike: FSDP2 shards all the experts, or there are none)
+            return
         if self.hcg.edp_size > 1:
             assert self.hcg.edp_group is not None
-            all_reduce_coalesced(grads, self.hcg.edp_group, average=True)
-        torch._foreach_mul_([local(g) for g in grads], 1.0 / self.hcg.ep_size)
+            all_reduce_coalesced(grads, self.hcg.edp_group, average=False)
+        torch._foreach_mul_([local(g) for g in grads], 1.0 / self.hcg.expert_grad_divisor)
 
     def _reduced_grads(self) -> list[tuple[nn.Parameter, torch.Tensor]]:
         """Every gradient as the optimizer will use it: sequence-parallel sums, dp average, sync_grad. Once per step."""
@@ -213,17 +216,18 @@ class HybridParallelOptimizer:
                 grads.append((p, g))
         # Sequence-parallel parameters (norms in the region) saw only this rank's tokens: sum over the mp group.
         sum_sequence_parallel_grads(grads, self.hcg)
+        sum_partial_grads(grads, self.hcg)  # norms per head after a column split: each rank's heads' part
         if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already; experts are not replicas over dp
             all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p) and not is_expert(p)],
                                  self.hcg.dp_group, average=True)
         if self.hcg.ep_size > 1:
-            self._reduce_experts([g for p, g in grads if is_expert(p)])
+            self._reduce_experts([g for p, g in grads if is_expert(p) and not is_data_sharded(p)])
         for axis in split:
             # Each sep (cp) rank's loss is its share of the rows' tokens: the gradient is the sum of the shares
             # (Paddle's "sep all reduce is not scaled").
             all_reduce_coalesced([g for _, g in grads], self.hcg.group(axis), average=False)
         if self.settings.sync_grad:
-            self._sync([g for p, g in grads if not is_sharded(p)])
+            self._sync([g for p, g in grads if _mp_replica(p)])
         # Unscale (fp16 loss scaling) and average the merged micro-steps in one multiplication.
         divisor = (self.scaler.scale if self.scaler is not None else 1.0) * (self.merge_steps if self._merge_avg else 1)
         if divisor != 1.0:
@@ -260,7 +264,7 @@ class HybridParallelOptimizer:
             if self._master.get(p, p).grad is g and g is getattr(p, "main_grad", None):
                 self._master.get(p, p).grad = None  # the optimizer saw main_grad; don't leave the alias behind
         if self.settings.sync_param:
-            self._sync([self._master.get(p, p) for p in self._model_params if not is_sharded(p)])
+            self._sync([self._master.get(p, p) for p in self._model_params if _mp_replica(p)])
         if self.settings.sync_moment:
             self._sync(list(self._moments()))
         for p, master in self._master.items():
@@ -283,7 +287,7 @@ class HybridParallelOptimizer:
     def _moments(self) -> Iterator[torch.Tensor]:
         """Tensor-valued optimizer state of replicated parameters, of the parameter's shape (Adam's m and v)."""
         for p in self._model_params:
-            if is_sharded(p):
+            if not _mp_replica(p):
                 continue
             owner = self._master.get(p, p)
             for value in self.optimizer.state.get(owner, {}).values():
@@ -297,3 +301,9 @@ class HybridParallelOptimizer:
             all_reduce_coalesced(tensors, self.hcg.mp_group, average=True)
         else:
             broadcast_coalesced(tensors, self.hcg.mp_group)
+
+
+def _mp_replica(p: torch.Tensor) -> bool:
+    """Replicated over the mp group (what sync_param / sync_grad / sync_moment align): not split by tensor
+    parallelism, and not an expert block (those are split over ep, which may span the mp ranks)."""
+    return not is_sharded(p) and not is_expert(p)

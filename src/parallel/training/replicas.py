@@ -11,6 +11,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..tensor.partial import is_partial_over_mp
 from ..tensor.sequence import is_sequence_parallel
 from ..tensor.shards import is_sharded
 from ..topology.dtensors import local
@@ -39,11 +40,12 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
     hcg = hcg or current()
     named = list(model.named_parameters())
     checks: list[tuple[str, str, list[tuple[str, torch.Tensor]]]] = []
-    if hcg.mp_size > 1:
-        values = [(n, p.detach()) for n, p in named if not is_sharded(p)]
+    if hcg.mp_size > 1:  # (experts are no replicas over mp: their ep group may span the mp ranks)
+        replicated = [(n, p) for n, p in named if not is_sharded(p) and not is_expert(p)]
+        values = [(n, p.detach()) for n, p in replicated]
         if grads:
-            values += [(f"{n} (gradient)", g) for n, p in named
-                       if not is_sharded(p) and not is_sequence_parallel(p) and (g := _grad(p)) is not None]
+            values += [(f"{n} (gradient)", g) for n, p in replicated
+                       if not is_sequence_parallel(p) and not is_partial_over_mp(p) and (g := _grad(p)) is not None]
         checks.append(("mp", "mp group", values))
     for axis in ("dp", *SEQUENCE_AXES):  # sep and cp ranks hold replicas too: they differ only in the tokens they see
         if getattr(hcg, f"{axis}_size") > 1:  # experts split over ep are no replicas there: their edp ranks hold them

@@ -262,8 +262,11 @@ def _memory(resolved: Resolved, params: float, expert_params: float | None = Non
     lines = [f"model-state memory for {params:,.0f} parameters (ZeRO's formulas):", f"  {bytes_}",
              f"  split over mp {resolved.mp_degree} × pp {resolved.pp_degree}; {zero}"]
     if experts is not None:
+        moe = resolved.experts.moe_sharding_degree
+        held = (f"each rank its block, sharded over moe_sharding {moe} at stage {stage}, whole on the replicas beyond"
+                if moe > 1 else "each rank its block, whole on the replicas beyond ep")
         lines.append(f"  of them {expert_params:,.0f} in experts, split over ep {resolved.experts.ep_degree} × pp "
-                     f"{resolved.pp_degree} (each rank its block, whole on the replicas beyond ep)")
+                     f"{resolved.pp_degree} ({held})")
     lines += ["  " + "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
               for r in table]
     if n > 1 and stage == 1:

@@ -35,8 +35,8 @@ class Resolved:
             styles spelled as Hugging Face does ("colwise", "rowwise", ...); empty when it has none.
         nccl: per group, the implemented NCCLConfig fields the file set for its communicator
             (`{"mp": {"commName": "tp", "nchannels": 4}}`); applied by `parallel.init` on NCCL only. Groups: "dp",
-            "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp", "ep"; each only while its
-            messages take effect (an axis of degree 1 has none).
+            "mp", "pp", "pp_p2p" (the pipeline's sends and receives), "sharding", "sep", "cp", "ep", "moe_sharding"; each
+            only while its messages take effect (an axis of degree 1 has none).
         experts: the expert topology when ep_degree > 1 (`ExpertSettings`): Paddle's groups of ep and
             moe_sharding, the experts' replicas beyond them; `order` is then Paddle's dense order beside it.
         notes: one sentence per setting that was given but has no effect (or was inferred), and why.
@@ -102,12 +102,14 @@ class Resolved:
 
     def expert_state_memory(self, expert_params: float) -> ModelStateMemory:
         """As `model_state_memory`, for the experts' `expert_params` parameters: split over ep (each rank its block)
-        and pp, not by mp or sharding (the experts' replicas beyond ep keep whole copies of their block).
+        and pp, sharded over moe_sharding as sharding_configs.stage says, not by mp or dense sharding (the experts'
+        replicas beyond pp × moe_sharding × ep keep whole copies of their shard).
 
         Raises:
             ValueError: `expert_params` is not a positive number.
         """
         from . import memory
 
-        return memory.model_state(expert_params, model_split=self.experts.ep_degree * self.pp_degree, sharding=1,
-                                  stage=1, mixed=self.amp.enabled and self.amp.pure)
+        return memory.model_state(expert_params, model_split=self.experts.ep_degree * self.pp_degree,
+                                  sharding=self.experts.moe_sharding_degree, stage=self.sharding.stage,
+                                  mixed=self.amp.enabled and self.amp.pure)
