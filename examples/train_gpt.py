@@ -168,17 +168,26 @@ def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[Any, parallel.HybridP
     return model, parallel.HybridParallelOptimizer(adamw, max_grad_norm=clip)
 
 
+def warmup(opt: parallel.HybridParallelOptimizer, cfg: Config) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rate rises linearly over the first tenth of the steps (at most 10), then stays."""
+    steps = max(1, min(10, cfg.steps // 10))
+    return torch.optim.lr_scheduler.LambdaLR(opt.optimizer, lambda done: min(1.0, (done + 1) / steps))
+
+
 def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None,
-          resume: Path | None = None, save_to: Path | None = None, save_every: int = 0, check_replicas: int = 0) -> dict:
+          checkpoints: strategy.CheckpointSettings | None = None, check_replicas: int = 0) -> dict:
     """Train until cfg.steps; returns the summary (losses are the global-batch mean, identical on every rank).
 
-    `resume`: a checkpoint to continue from (any mp/dp layout); `save_to`: where to save every `save_every`
-    steps (0: only at the end). Step k always sees the same batch, so a resumed run continues exactly.
+    `checkpoints` (default: the strategy's checkpoint_configs): where to save, how often, and where to start from;
+    with resume "auto" a run restarted (by torchrun --max-restarts, or by hand) continues from the newest complete
+    checkpoint in its dir. Step k always reads the same batch (the step is the data position), so the continuation
+    is exact; the last step is saved too. The learning rate warms up linearly over the first steps (a scheduler the
+    checkpoint carries).
     """
     model, opt = build(cfg, hcg)
-    first = 0
-    if resume is not None:
-        first = parallel.load(resume, model, opt).step or 0
+    scheduler = warmup(opt, cfg)
+    ckpt = parallel.Checkpointer(hcg, settings=checkpoints)
+    first = ckpt.start(model, opt, scheduler=scheduler)
     data = corpus()
     tokens_per_step = cfg.batch_size * cfg.seq_len
     losses: list[float] = []
@@ -206,6 +215,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
                 parallel.check_replicas(model)
             opt.step()
             opt.zero_grad()
+        scheduler.step()
         losses.append(global_mean(loss, hcg))
         if profiler:
             profiler.step()
@@ -214,8 +224,10 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
             shown = {"grad_norm": f"{norms[-1]:.2f}"} if norms else {}
             bar.set_postfix(loss=f"{losses[-1]:.3f}", **shown, tok_s=f"{tokens_per_step * (step + 1 - first) / elapsed:,.0f}")
             bar.update()
-        if save_to is not None and ((save_every and (step + 1) % save_every == 0) or step + 1 == cfg.steps):
-            parallel.save(save_to, model, opt, step=step + 1, extra={"loss": losses[-1]})
+        saved = ckpt.step(step + 1)
+        if step + 1 == cfg.steps and saved is None and ckpt.dir is not None:
+            ckpt.save(step + 1)
+    ckpt.close()  # the last background save, committed
     elapsed = time.perf_counter() - start
     if bar:
         bar.close()
@@ -224,6 +236,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     return {
         "steps": cfg.steps,
         "first_step": first,
+        "resumed_from": str(ckpt.resumed_from) if ckpt.resumed_from else None,
         "final_loss": losses[-1] if losses else None,
         "first_loss": losses[0] if losses else None,
         "tokens_per_second": tokens_per_step * len(losses) / elapsed if losses else 0.0,
@@ -234,6 +247,13 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
         "config": asdict(cfg),
         "effective_mp": asdict(hcg.resolved.mp),
     }
+
+
+def checkpoint_settings(settings: strategy.CheckpointSettings, out: Path) -> strategy.CheckpointSettings:
+    """The strategy's checkpoint_configs with its dir under --out when relative (as torchtitan keeps checkpoint.folder
+    under its dump folder), `--out/checkpoints` when the strategy names none."""
+    where = Path(settings.dir or "checkpoints")
+    return settings._replace(dir=str(where if where.is_absolute() else out / where))
 
 
 def _progress(total: int):
@@ -358,12 +378,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layers", type=int, default=Config.layers, help="blocks (pipeline chunks must divide them)")
     p.add_argument("--out", type=Path, default=Path("out"))
     p.add_argument("--trace", action="store_true", help="write a Chrome/Perfetto trace of steps 2-4 into --out")
-    p.add_argument("--save-every", type=int, default=0, metavar="N", help="checkpoint every N steps (and always at the end)")
-    p.add_argument("--resume", type=Path, metavar="DIR", help="continue from this checkpoint (any mp/dp layout)")
+    p.add_argument("--save-every", type=int, metavar="N",
+                   help="checkpoint every N steps (and always at the end): checkpoint_configs.every_steps")
+    p.add_argument("--resume", metavar="DIR",
+                   help='continue from this checkpoint (any layout), or "auto" / "never": checkpoint_configs.resume')
     p.add_argument("--clip", type=float, default=Config.clip, help="max global gradient norm, 0 for none (default 1.0)")
     p.add_argument("--check-replicas", type=int, default=0, metavar="N",
                    help="every N steps, check that replicated parameters agree across ranks")
     args = p.parse_args(argv)
+    if args.save_every is not None:
+        args.overrides.append(f"checkpoint_configs.every_steps={args.save_every}")
+    if args.resume is not None:
+        args.overrides.append(f"checkpoint_configs.resume={args.resume}")
     started = start(args)
     if started is None:
         return 1
@@ -375,15 +401,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.trace:
         args.out.mkdir(parents=True, exist_ok=True)
     try:
-        summary = train(cfg, hcg, progress=lead, trace_dir=args.out if args.trace else None, resume=args.resume,
-                        save_to=args.out / "checkpoint", save_every=args.save_every, check_replicas=args.check_replicas)
+        summary = train(cfg, hcg, progress=lead, trace_dir=args.out if args.trace else None,
+                        checkpoints=checkpoint_settings(hcg.resolved.checkpoint, args.out),
+                        check_replicas=args.check_replicas)
     except ValueError as e:  # a checkpoint that is not one, or does not fit
         print(e, file=sys.stderr)
         return 1
     if lead:
         write_outputs(args.out, summary, effective_strategy(s, hcg.resolved))
-        print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in steps {summary['first_step'] + 1}-{cfg.steps}, "
-              f"{summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/ (checkpoint: {args.out}/checkpoint)")
+        where = f"; checkpoints: {checkpoint_settings(hcg.resolved.checkpoint, args.out).dir}"
+        if not summary["losses"]:
+            print(f"nothing to train: {summary['resumed_from']} is at step {cfg.steps} already{where}")
+        else:
+            print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in steps {summary['first_step'] + 1}-"
+                  f"{cfg.steps}, {summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/{where}")
     parallel.destroy()
     return 0
 

@@ -132,3 +132,17 @@ class QatConfig(_message.Message):
     not_quant_pattern: _containers.RepeatedScalarFieldContainer[str]
     algo: str
     def __init__(self, channel_wise_abs_max: _Optional[bool] = ..., weight_bits: _Optional[int] = ..., activation_bits: _Optional[int] = ..., not_quant_pattern: _Optional[_Iterable[str]] = ..., algo: _Optional[str] = ...) -> None: ...
+
+class CheckpointConfig(_message.Message):
+    __slots__ = ("dir", "every_steps", "keep_last", "async_save", "resume")
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    EVERY_STEPS_FIELD_NUMBER: _ClassVar[int]
+    KEEP_LAST_FIELD_NUMBER: _ClassVar[int]
+    ASYNC_SAVE_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
+    dir: str
+    every_steps: int
+    keep_last: int
+    async_save: bool
+    resume: str
+    def __init__(self, dir: _Optional[str] = ..., every_steps: _Optional[int] = ..., keep_last: _Optional[int] = ..., async_save: _Optional[bool] = ..., resume: _Optional[str] = ...) -> None: ...

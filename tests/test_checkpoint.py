@@ -102,9 +102,11 @@ def test_the_demo_saves_and_resumes_in_new_processes(tmp_path):
             "--strategy", str(ROOT / "examples" / "strategies" / "mp2_all_flags.prototxt"), "--batch-size", "8", "--seq-len", "32"]
     first = subprocess.run(base + ["--steps", "4", "--save-every", "2", "--out", str(out)], capture_output=True, text=True, timeout=200)
     assert first.returncode == 0, first.stderr[-2000:]
-    marker = json.loads((out / "checkpoint" / "checkpoint.json").read_text())
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-2", "step-4"]  # keep_last 2
+    marker = json.loads((out / "checkpoints" / "step-4" / "checkpoint.json").read_text())
     assert marker["step"] == 4
-    second = subprocess.run(base + ["--steps", "6", "--resume", str(out / "checkpoint"), "--out", str(tmp_path / "run2")],
+    second = subprocess.run(base + ["--steps", "6", "--resume", str(out / "checkpoints" / "step-4"), "--out",
+                                    str(tmp_path / "run2")],
                             capture_output=True, text=True, timeout=200)
     assert second.returncode == 0, second.stderr[-2000:]
     summary = json.loads((tmp_path / "run2" / "summary.json").read_text())

@@ -41,10 +41,11 @@ def straight_vs_resumed(mp: int, flags, split: int, ckpt: str) -> dict:
     model, opt = _last_model_and_optimizer(gpt, hcg, _cfg())
     expected_params = {k: v.clone() for k, v in model.state_dict().items()}
     expected_state = _optimizer_shards(opt)
-    first = gpt.train(_cfg(split), hcg, save_to=Path(ckpt))
+    saving = strategy.CheckpointSettings(dir=ckpt)  # resume "auto": the newest checkpoint there
+    first = gpt.train(_cfg(split), hcg, checkpoints=saving)  # saved at its last step
     torch.manual_seed(12345)  # nothing but the checkpoint may carry the state over
-    resumed = gpt.train(_cfg(), hcg, resume=Path(ckpt))
-    model, opt = _last_model_and_optimizer(gpt, hcg, _cfg(), resume=Path(ckpt))
+    resumed = gpt.train(_cfg(), hcg, checkpoints=saving)
+    model, opt = _last_model_and_optimizer(gpt, hcg, _cfg(), resume=Path(ckpt) / f"step-{split}")
     for name, value in model.state_dict().items():
         torch.testing.assert_close(value, expected_params[name], rtol=1e-6, atol=0, msg=lambda m: f"{name}: {m}")
     for got, want in zip(_optimizer_shards(opt), expected_state):
@@ -56,7 +57,11 @@ def straight_vs_resumed(mp: int, flags, split: int, ckpt: str) -> dict:
 def _last_model_and_optimizer(gpt, hcg, cfg, resume: Path | None = None):
     """Train like `train` does and keep the model (train returns only the summary)."""
     model, opt = gpt.build(cfg, hcg)
-    first = parallel.load(resume, model, opt).step if resume else 0
+    scheduler = gpt.warmup(opt, cfg)
+    first = 0
+    if resume:  # as the Checkpointer restores them: the parameters and optimizer, then the scheduler
+        ckpt = parallel.Checkpointer(hcg, settings=strategy.CheckpointSettings(resume=str(resume)))
+        first = ckpt.start(model, opt, scheduler=scheduler)
     data = gpt.corpus()
     for step in range(first, cfg.steps):
         ids, targets = gpt.batch(data, step, cfg, hcg)
@@ -65,6 +70,7 @@ def _last_model_and_optimizer(gpt, hcg, cfg, resume: Path | None = None):
             opt.clip_grad_norm_(cfg.clip)  # as train() does
         opt.step()
         opt.zero_grad()
+        scheduler.step()
     return model, opt
 
 

@@ -12,11 +12,11 @@ Layout (each subpackage imports only those above it):
     cp/          context parallelism: load-balanced chunks, attention over all-gathered keys and values
     experts/     expert parallelism: each ep rank's block of experts, tokens dispatched by all-to-all
     training/    optimizer wrapper, amp, clipping, gradient merge, recompute, replica checks
-    checkpoint/  DCP save / load / reshard, the `strategy checkpoint` command
+    checkpoint/  DCP save / load / reshard, periodic checkpoints and auto-resume, the `strategy checkpoint` command
     compose/     `parallelize`: a user's model, parallelised in one fixed order
 """
 
-from .checkpoint import Checkpoint, full_state_dict, load, save
+from .checkpoint import Checkpoint, Checkpointer, full_state_dict, load, save
 from .compose import parallelize
 from .pipeline import PipelineModel
 from .sep import sep_attention, sequence_positions, split_sequence
@@ -40,6 +40,7 @@ from .training import ReplicaMismatchError, HybridParallelOptimizer, apply_recom
 
 __all__ = [
     "Checkpoint",
+    "Checkpointer",
     "CollectiveError",
     "ColumnParallelLinear",
     "HybridGroup",

@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .resolution.memory import ModelStateBytes, ModelStateMemory
     from .resolution.resolver import TP_STYLES, resolve
     from .resolution.resolved import Resolved
-    from .resolution.settings import (AmpSettings, GradientMergeSettings, MpSettings, PipelineSettings, RecomputeSettings,
-                           ShardingSettings)
+    from .resolution.settings import (AmpSettings, CheckpointSettings, GradientMergeSettings, MpSettings,
+                                      PipelineSettings, RecomputeSettings, ShardingSettings)
     from .resolution.topology import Topology
 
 # Public name -> the submodule that defines it.
@@ -50,6 +50,7 @@ _WHERE = {
     "Resolved": ".resolution.resolved",
     "resolve": ".resolution.resolver",
     "AmpSettings": ".resolution.settings",
+    "CheckpointSettings": ".resolution.settings",
     "GradientMergeSettings": ".resolution.settings",
     "MpSettings": ".resolution.settings",
     "PipelineSettings": ".resolution.settings",
@@ -60,6 +61,7 @@ _WHERE = {
 
 __all__ = [
     "AmpSettings",
+    "CheckpointSettings",
     "GradientMergeSettings",
     "RecomputeSettings",
     "EXTENSIONS",

@@ -1,8 +1,10 @@
 """Checkpoints on torch's DCP: every rank saves its shards as DTensors over the hybrid mesh, so any layout loads them.
 
-Builds on `topology` and `tensor`; `cli` is the `strategy checkpoint` command.
+Builds on `topology` and `tensor`; `Checkpointer` runs the strategy's checkpoint_configs (periodic saves, resume after
+a restart); `cli` is the `strategy checkpoint` command.
 """
 
+from .checkpointer import Checkpointer
 from .save_load import Checkpoint, full_state_dict, load, save
 
-__all__ = ["Checkpoint", "full_state_dict", "load", "save"]
+__all__ = ["Checkpoint", "Checkpointer", "full_state_dict", "load", "save"]

@@ -30,7 +30,7 @@ from .placements import as_global
 from ..topology.groups import AXES, HybridGroup, current
 from ..topology.guard import guard
 
-__all__ = ["MARKER", "Checkpoint", "full_state_dict", "load", "save"]
+__all__ = ["MARKER", "Checkpoint", "PendingSave", "begin_save", "full_state_dict", "load", "save"]
 
 MARKER = "checkpoint.json"  # written last, by rank 0: a directory holding it is a finished checkpoint
 FORMAT = 1
@@ -112,6 +112,35 @@ def save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
         parallel.save("ckpt/step_1000", model, opt, step=1000)
     """
     hcg = hcg or current()
+    pending = begin_save(path, model, optimizer, step=step, extra=extra, hcg=hcg)
+    dcp.save(pending.state, checkpoint_id=str(pending.partial))
+    dist.barrier()  # every rank's shards are on disk
+    pending.commit()
+    dist.barrier()
+    return pending.target
+
+
+@dataclass(slots=True)
+class PendingSave:
+    """A save whose directory is made and whose record is taken, its tensors not yet written: `state` goes to DCP
+    (at once, or in the background), then rank 0 `commit`s once every rank's shards are on disk."""
+
+    target: Path
+    partial: Path
+    state: dict[str, Any]
+    meta: dict[str, Any] | None  # rank 0's: the marker's contents
+
+    def commit(self) -> None:
+        """Rank 0: write the marker, then rename the directory into place (the previous one goes only after)."""
+        if self.meta is not None:
+            _write_marker(self.partial / MARKER, self.meta)
+            _commit(self.partial, self.target)
+
+
+def begin_save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, *, step: int | None = None,
+               extra: Any = None, hcg: HybridGroup, rank_state: dict[str, Any] | None = None) -> PendingSave:
+    """Collectively: the partial directory made, this rank's `rank_state` written into it (rank_state.py), the state
+    dict of DTensors (sharing the live tensors' storage) and rank 0's record of the rest taken now."""
     target = Path(path).absolute()
     json.dumps(extra)  # fail before writing anything, on every rank alike
     partial = _agree_on(target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:12]}", hcg)
@@ -120,22 +149,23 @@ def save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
         _remove_stale_partials(target)
         partial.mkdir(parents=True)
     dist.barrier()
+    if rank_state is not None:
+        from . import rank_state as per_rank
+
+        per_rank.write(partial, hcg.rank, rank_state)
     state: dict[str, Any] = {"model": _model_state(model, hcg)}
     if optimizer is not None:
         state["optimizer"] = _optimizer_state(optimizer, model, hcg)
-    dcp.save(state, checkpoint_id=str(partial))
-    dist.barrier()  # every rank's shards are on disk
+    meta = None
     if hcg.rank == 0:
         meta = {
             "format": FORMAT, "step": step, "extra": extra,
             "strategy": _strategy_text(hcg), "layout": _layout(hcg),
             "param_groups": _param_groups(optimizer, model) if optimizer is not None else None,
             "optimizer_extra": optimizer.extra_state() if hasattr(optimizer, "extra_state") else None,
+            "rank_state": rank_state is not None,
         }
-        _write_marker(partial / MARKER, meta)
-        _commit(partial, target)
-    dist.barrier()
-    return target
+    return PendingSave(target, partial, state, meta)
 
 
 def _agree_on(candidate: Path, hcg: HybridGroup) -> Path:

@@ -171,7 +171,7 @@ def init(
         backend = backend or ("nccl" if torch.cuda.is_available() else "gloo")
         if backend == "nccl" and "LOCAL_RANK" in os.environ:
             torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-        dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
+        _init_default_group(backend, timeout)
         _STATE.owns_default = True
     rank, world = dist.get_rank(), dist.get_world_size()
 
@@ -205,6 +205,24 @@ def init(
         mine.update(_expert_groups(resolved, rank, timeout, device_type, layout["mp"]))
     _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, mesh=mesh, **mine)
     return _STATE.current
+
+
+def _init_default_group(backend: str, timeout: datetime.timedelta | None) -> None:
+    """init_process_group over env:// (as torchrun sets it). Under torchrun, whose rendezvous store outlives a
+    restart (pytorch/pytorch#135712), every key this job's groups put there is prefixed by the restart count: the
+    ranks of a restarted job must not read the dead attempt's addresses."""
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None:
+        dist.init_process_group(backend=backend, init_method="env://", timeout=timeout)
+        return
+    from torch.distributed.constants import default_pg_timeout
+    from torch.distributed.rendezvous import rendezvous
+
+    limit = timeout or default_pg_timeout
+    store, rank, world = next(rendezvous("env://", timeout=limit))
+    store.set_timeout(limit)
+    dist.init_process_group(backend=backend, store=dist.PrefixStore(f"default_pg/attempt_{attempt}", store), rank=rank,
+                            world_size=world, timeout=timeout)
 
 
 def _expert_groups(resolved: Resolved, rank: int, timeout: datetime.timedelta | None, device_type: str,

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any
 
 from . import layout
-from .settings import (AmpSettings, ExpertSettings, GradientMergeSettings, MpSettings, PipelineSettings,
-                       RecomputeSettings, ShardingSettings)
+from .settings import (AmpSettings, CheckpointSettings, ExpertSettings, GradientMergeSettings, MpSettings,
+                       PipelineSettings, RecomputeSettings, ShardingSettings)
 from .topology import Topology
 
 if TYPE_CHECKING:
@@ -39,6 +39,8 @@ class Resolved:
             only while its messages take effect (an axis of degree 1 has none).
         experts: the expert topology when ep_degree > 1 (`ExpertSettings`): Paddle's groups of ep and
             moe_sharding, the experts' replicas beyond them; `order` is then Paddle's dense order beside it.
+        checkpoint: periodic checkpoints and resume (`CheckpointSettings`, checkpoint_configs), read by
+            `parallel.Checkpointer`.
         notes: one sentence per setting that was given but has no effect (or was inferred), and why.
     """
 
@@ -58,6 +60,7 @@ class Resolved:
     gradient_merge: GradientMergeSettings = GradientMergeSettings()
     recompute: RecomputeSettings = RecomputeSettings()
     experts: ExpertSettings = ExpertSettings()  # immutable: one shared default is safe
+    checkpoint: CheckpointSettings = CheckpointSettings()
     notes: tuple[str, ...] = ()
 
     @property

@@ -137,6 +137,11 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
     pipe = pipeline.settings(s, degrees, effective[plan.pp], loaded.positions, loaded.source, policy=policy,
                              notes=notes, problems=problems)
+    saving = None
+    if s.HasField("checkpoint_configs"):  # (a directory that cannot be written fails `validate` too)
+        from . import checkpoint
+
+        saving = checkpoint.settings(s, loaded.positions, loaded.source)
     if not build:
         return None, reasons
     types = _types()
@@ -152,6 +157,8 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
+    if saving is not None:
+        fields_["checkpoint"] = saving
     if expert is not None:
         from .settings import ExpertSettings
 

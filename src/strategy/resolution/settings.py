@@ -158,3 +158,16 @@ class ExpertSettings(NamedTuple):
     def replicas(self) -> int:
         """Ranks beyond pp × moe_sharding × ep holding the same experts (the "edp" axis)."""
         return dict(zip(self.order, self.dims)).get("edp", 1)
+
+
+class CheckpointSettings(NamedTuple):
+    """Effective checkpoint_configs: save every `every_steps` steps into `dir`/step-N (0: only when asked), keep the
+    `keep_last` newest complete ones (0: all), write in the background (`async_save`), and start from `resume`
+    ("auto": the newest readable checkpoint in `dir`, if any; "never"; or a checkpoint's path). `dir` empty: no
+    checkpoints unless the script names one."""
+
+    dir: str = ""
+    every_steps: int = 0
+    keep_last: int = 0
+    async_save: bool = False
+    resume: str = "auto"
