@@ -25,7 +25,7 @@ import parallel
 import strategy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_gpt import corpus, effective_strategy, global_mean, start, write_outputs  # noqa: E402  (the same data and outputs)
+from train_gpt import checkpoint_settings, corpus, effective_strategy, global_mean, start, write_outputs  # noqa: E402  (the same data and outputs)
 
 
 def build_model(model_dir: Path | None, seq_len: int, model_type: str = "llama"):
@@ -89,12 +89,21 @@ def main(argv: list[str] | None = None) -> int:
     if lead:
         print(strategy.explain(s, world_size=hcg.world_size), flush=True)
     data = encode(corpus_text())
-    summary = train(model, opt, data, args, hcg, progress=lead)
+    saving = checkpoint_settings(hcg.resolved.checkpoint, args.out)
+    try:
+        summary = train(model, opt, data, args, hcg, progress=lead, checkpoints=saving)
+    except ValueError as e:  # a checkpoint that is not one, or does not fit
+        print(e, file=sys.stderr)
+        return 1
     if lead:
         summary["config"] = model.config.to_dict() | {"seq_len": args.seq_len, "batch_size": args.batch_size}
         write_outputs(args.out, summary, effective_strategy(s, hcg.resolved), title="finetune_hf")
-        print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in {args.steps} steps, "
-              f"{summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/")
+        if not summary["losses"]:
+            print(f"nothing to train: {summary['resumed_from']} is at step {args.steps} already")
+        else:
+            print(f"loss {summary['first_loss']:.3f} -> {summary['final_loss']:.3f} in steps {summary['first_step'] + 1}-"
+                  f"{args.steps}, {summary['tokens_per_second']:,.0f} tokens/s; wrote {args.out}/; checkpoints: "
+                  f"{saving.dir}")
     parallel.destroy()
     return 0
 
@@ -103,16 +112,22 @@ def corpus_text() -> str:
     return bytes(corpus().tolist()).decode("utf-8")
 
 
-def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, progress: bool) -> dict:
-    """AdamW on random windows of the corpus; each dp replica its share, the mp group one batch (broadcast)."""
+def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, progress: bool,
+          checkpoints: strategy.CheckpointSettings | None = None) -> dict:
+    """AdamW on random windows of the corpus; each dp replica its share, the mp group one batch (broadcast).
+
+    `checkpoints` (default: the strategy's checkpoint_configs) as in train_gpt.py: a restarted run continues from the
+    newest complete checkpoint; step k reads the windows seeded by k, so the step is the data position."""
     from tqdm import tqdm
 
+    ckpt = parallel.Checkpointer(hcg, settings=checkpoints)
+    first = ckpt.start(model, opt)
     per_replica = args.batch_size // hcg.data_size
     losses: list[float] = []
-    bar = tqdm(total=args.steps, desc="finetune", unit="step", dynamic_ncols=True) if progress else None
+    bar = tqdm(total=args.steps - first, desc="finetune", unit="step", dynamic_ncols=True) if progress else None
     start = time.perf_counter()
     model.train()
-    for step in range(args.steps):
+    for step in range(first, args.steps):
         gen = torch.Generator().manual_seed(step)
         starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
         mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
@@ -131,14 +146,20 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
             opt.zero_grad()
         losses.append(global_mean(loss, hcg))
         if bar:
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * (step + 1) / (time.perf_counter() - start):,.0f}")
+            done = step + 1 - first
+            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * done / (time.perf_counter() - start):,.0f}")
             bar.update()
+        if ckpt.step(step + 1) is None and step + 1 == args.steps and ckpt.dir is not None:
+            ckpt.save(step + 1)  # the last step, always
+    ckpt.close()
     elapsed = time.perf_counter() - start
     if bar:
         bar.close()
-    return {"steps": args.steps, "first_loss": losses[0], "final_loss": losses[-1], "losses": losses, "seconds": elapsed,
-            "tokens_per_second": args.batch_size * args.seq_len * args.steps / elapsed, "world_size": hcg.world_size,
-            "effective_mp": dataclasses.asdict(hcg.resolved.mp)}
+    return {"steps": args.steps, "first_step": first,
+            "resumed_from": str(ckpt.resumed_from) if ckpt.resumed_from else None,
+            "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None, "losses": losses,
+            "seconds": elapsed, "tokens_per_second": args.batch_size * args.seq_len * len(losses) / elapsed,
+            "world_size": hcg.world_size, "effective_mp": dataclasses.asdict(hcg.resolved.mp)}
 
 
 if __name__ == "__main__":
