@@ -1,5 +1,7 @@
 """Checkpoint cost: parallel.save / parallel.load (DCP) of the demo GPT (scaled up) with its AdamW state at mp 1, 2
 and 4, next to a plain torch.save / torch.load of the same full state on one process. Time, bytes on disk, MB/s.
+Then the training step while a checkpoint is taken, at mp 2: no save, a save in the foreground (sync), and one in the
+background (parallel.Checkpointer with async_save), each round interleaved.
 
 Run: .venv/bin/python bench/checkpoint.py
 """
@@ -24,6 +26,7 @@ import harness  # noqa: E402
 import parallel  # noqa: E402
 
 REPEATS = 5
+ROUNDS = 5
 
 
 def _model(hcg):
@@ -72,6 +75,63 @@ def run(rank, world, device, root):
     return {"save": statistics.median(saves), "load": statistics.median(loads), "bytes": size, "baseline": baseline}
 
 
+def during_saves(rank, world, device, root):
+    """Step times: without a save, a step followed by a sync save, and with an async save the copy it makes before
+    returning and every step that runs while the write is in flight (median over rounds, slowest rank)."""
+    import strategy
+
+    hcg, _, _, _ = harness.setup(rank, world, device)
+    gpt = importlib.import_module("train_gpt")
+    # Small batches of a large model: a step is short next to writing its state (the sync save costs several steps).
+    cfg = gpt.Config(d_model=512, layers=6, heads=8, seq_len=32, batch_size=2, steps=1)
+    model, opt = gpt.build(cfg, hcg)
+    data, i = gpt.corpus(), 0
+
+    def step() -> float:
+        nonlocal i
+        dist.barrier()
+        t0 = time.perf_counter()
+        ids, targets = gpt.batch(data, i, cfg, hcg)
+        model(ids, targets).backward()
+        opt.step()
+        opt.zero_grad()
+        i += 1
+        return time.perf_counter() - t0
+
+    ckpts = {mode: parallel.Checkpointer(hcg, settings=strategy.CheckpointSettings(
+        dir=str(Path(root) / mode), keep_last=1, async_save=mode == "async")) for mode in ("sync", "async")}
+    for c in ckpts.values():
+        c.start(model, opt)
+    for _ in range(3):
+        step()
+    plain, sync, copy, inflight, overlapped = [], [], [], [], []
+    for _ in range(ROUNDS):
+        plain += [step() for _ in range(3)]
+        t = step()
+        t0 = time.perf_counter()
+        ckpts["sync"].save(i)
+        sync.append(t + time.perf_counter() - t0)
+        step()
+        t0 = time.perf_counter()
+        ckpts["async"].save(i)
+        copy.append(time.perf_counter() - t0)
+        n = 0
+        while True:  # the same number of steps on every rank: they agree each time whether any is still writing
+            busy = torch.tensor(float(ckpts["async"].saving))
+            dist.all_reduce(busy, op=dist.ReduceOp.MAX)
+            if not busy:
+                break
+            inflight.append(step())
+            n += 1
+        overlapped.append(n)
+        ckpts["async"].wait()
+    for c in ckpts.values():
+        c.close()
+    med = lambda xs: harness.max_over_ranks(statistics.median(xs)) if xs else float("nan")  # noqa: E731
+    return {"plain": med(plain), "sync": med(sync), "copy": med(copy), "inflight": med(inflight),
+            "overlapped": statistics.median(overlapped), "bytes": _bytes(Path(root) / "sync")}
+
+
 def main() -> None:
     args = harness.parse_args(__doc__.split("\n")[0])
     rows, results = [], {}
@@ -90,6 +150,22 @@ def main() -> None:
     print(harness.table("demo GPT d=512 layers=6 with AdamW state: save and load (median of 5)",
                         ["variant", "MB on disk", "save ms", "save MB/s", "load ms", "load MB/s"], rows,
                         "mp=4 runs 4 ranks on this machine's cores; DCP writes one file per rank."))
+    for world in (1, 2):
+        root = Path(tempfile.mkdtemp(prefix="ckpt-bench-"))
+        try:
+            d = harness.run_ranks(world, "cpu", during_saves, str(root))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        plain = d["plain"]
+        rows = [["no save", plain * 1e3, 1.0],
+                ["sync: the step and its save", d["sync"] * 1e3, d["sync"] / plain],
+                ["async: the save call (copies the state)", d["copy"] * 1e3, d["copy"] / plain],
+                ["async: a step while the write runs", d["inflight"] * 1e3, d["inflight"] / plain]]
+        print(harness.table(f"training step while a checkpoint is taken, mp={world}, {d['bytes'] / 1e6:.0f} MB per "
+                            f"checkpoint (median of {ROUNDS} rounds)", ["variant", "ms", "x a step without a save"], rows,
+                            f"async: {d['overlapped']:.0f} steps ran while each write was in flight (median); the sync "
+                            f"save costs {(d['sync'] - plain) / plain:.1f} steps."))
+        results[f"during_saves_mp{world}"] = d
     harness.save("checkpoint", "cpu", {"results": {str(k): v for k, v in results.items()}}, args.json)
 
 

@@ -40,6 +40,7 @@ class Config:
     batch_size: int = 16  # sequences per step, across all data-parallel replicas
     lr: float = 3e-3
     clip: float = 1.0  # max global gradient norm (0 turns clipping off)
+    warmup: int = 4  # steps of linear learning-rate warmup
     steps: int = 200
     seed: int = 0
 
@@ -169,9 +170,9 @@ def build(cfg: Config, hcg: parallel.HybridGroup) -> tuple[Any, parallel.HybridP
 
 
 def warmup(opt: parallel.HybridParallelOptimizer, cfg: Config) -> torch.optim.lr_scheduler.LambdaLR:
-    """The learning rate rises linearly over the first tenth of the steps (at most 10), then stays."""
-    steps = max(1, min(10, cfg.steps // 10))
-    return torch.optim.lr_scheduler.LambdaLR(opt.optimizer, lambda done: min(1.0, (done + 1) / steps))
+    """The learning rate rises linearly over the first cfg.warmup steps, then stays (the same schedule whatever
+    --steps says, so a run resumed with more steps goes on as one that had them from the start)."""
+    return torch.optim.lr_scheduler.LambdaLR(opt.optimizer, lambda done: min(1.0, (done + 1) / cfg.warmup))
 
 
 def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None,

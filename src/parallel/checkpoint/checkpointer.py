@@ -165,6 +165,11 @@ class Checkpointer:
         if self.hcg.rank == 0 and self.dir is not None:
             catalog.retire(self.dir, self.settings.keep_last)
 
+    @property
+    def saving(self) -> bool:
+        """A background save is still being written (or committed)."""
+        return self._inflight is not None and not self._inflight[1].is_set()
+
     def wait(self) -> None:
         """Until the background save in flight (if any) is written and committed; raises what it raised."""
         if self._inflight is None:
