@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .formats.codec import EXTENSIONS, FORMATS
     from .importers import Imported, import_config
     from .formats.io import dump, dumps, from_dict, load, loads, to_dict
+    from .planning.estimate import MemoryEstimate, estimate_memory
     from .resolution.memory import ModelStateBytes, ModelStateMemory
     from .resolution.resolver import TP_STYLES, resolve
     from .resolution.resolved import Resolved
@@ -44,6 +45,8 @@ _WHERE = {
     "load": ".formats.io",
     "loads": ".formats.io",
     "to_dict": ".formats.io",
+    "MemoryEstimate": ".planning.estimate",
+    "estimate_memory": ".planning.estimate",
     "ModelStateBytes": ".resolution.memory",
     "ModelStateMemory": ".resolution.memory",
     "TP_STYLES": ".resolution.resolver",
@@ -70,6 +73,7 @@ __all__ = [
     "Explanation",
     "HybridConfig",
     "Imported",
+    "MemoryEstimate",
     "ModelStateBytes",
     "ModelStateMemory",
     "MpConfig",
@@ -84,6 +88,7 @@ __all__ = [
     "dump",
     "dumps",
     "explain",
+    "estimate_memory",
     "explanation",
     "import_config",
     "from_dict",

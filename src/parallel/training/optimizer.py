@@ -260,9 +260,10 @@ class HybridParallelOptimizer:
             if target is not p or g is not p.grad:
                 target.grad = g if g.dtype == target.dtype else g.to(target.dtype)
         result = self.optimizer.step()
-        for p, g in grads:
-            if self._master.get(p, p).grad is g and g is getattr(p, "main_grad", None):
-                self._master.get(p, p).grad = None  # the optimizer saw main_grad; don't leave the alias behind
+        for master in self._master.values():
+            # The fp32 copy (or the main_grad alias) existed for this update only: between steps mixed precision holds
+            # the 16-bit weights and gradients and the fp32 masters and moments, ZeRO's 2 + 2 + 12 bytes a parameter.
+            master.grad = None
         if self.settings.sync_param:
             self._sync([self._master.get(p, p) for p in self._model_params if _mp_replica(p)])
         if self.settings.sync_moment:

@@ -1,0 +1,122 @@
+"""Rank-side cases of the memory model: what a rank holds after parallelize and one optimizer step (parameters,
+gradients, optimizer state, counted from the tensors) and the activations it saves for backward (the peak of the
+live saved tensors, through saved-tensor hooks), next to `strategy.estimate_memory` for the same run."""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch.autograd.graph import saved_tensors_hooks
+
+import parallel
+import strategy
+from parallel.topology.dtensors import local
+from rank_helpers import init
+
+SEQ, ROWS = 32, 2
+
+
+def config(kind: str) -> dict:
+    import transformers
+
+    common = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                  max_position_embeddings=SEQ, tie_word_embeddings=False)
+    if kind == "qwen3_moe":
+        return transformers.Qwen3MoeConfig(num_experts=4, moe_intermediate_size=32, intermediate_size=96,
+                                           num_experts_per_tok=2, head_dim=16, **common).to_dict()
+    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[kind]
+    return cls(intermediate_size=96, **common).to_dict()
+
+
+def _model(kind: str):
+    import transformers
+
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config(kind)))
+
+
+class _Peak:
+    """The bytes of the tensors autograd holds for backward, live at once (distinct storages, parameters left out)."""
+
+    def __init__(self, model) -> None:
+        self.model = model
+        self.count: dict[int, int] = {}
+        self.live = self.peak = 0
+
+    def pack(self, t: torch.Tensor):
+        s = t.untyped_storage()
+        ptr = s.data_ptr()
+        # (asked each time: FSDP2's gathered weights are the modules' parameters while their block runs)
+        params = {local(p).untyped_storage().data_ptr() for p in self.model.parameters()}
+        if ptr in params or s.nbytes() == 0:
+            return t
+        if not self.count.get(ptr):
+            self.live += s.nbytes()
+            self.peak = max(self.peak, self.live)
+        self.count[ptr] = self.count.get(ptr, 0) + 1
+        holder = _Holder(t)
+        weakref.finalize(holder, self._release, ptr, s.nbytes())
+        return holder
+
+    def _release(self, ptr: int, nbytes: int) -> None:
+        self.count[ptr] -= 1
+        if not self.count[ptr]:
+            self.live -= nbytes
+
+    @staticmethod
+    def unpack(x):
+        return x.t if isinstance(x, _Holder) else x
+
+
+class _Holder:
+    __slots__ = ("t", "__weakref__")
+
+    def __init__(self, t: torch.Tensor) -> None:
+        self.t = t
+
+
+def _bytes(tensors) -> int:
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is not None:
+            s = local(t).untyped_storage()
+            seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values())
+
+
+def measure(kind: str, text: str) -> dict:
+    """One step of a small `kind` model under `text`; the measured and estimated bytes of this rank."""
+    hcg = init(strategy.loads(text))
+    model = parallel.parallelize(_model(kind))
+    whole = model.module if hcg.pp_size > 1 else model
+    parallel.cast_for_amp(whole)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    rows = hcg.resolved.pipeline.micro_batch_size * hcg.resolved.pipeline.accumulate_steps if hcg.pp_size > 1 else ROWS
+    g = torch.Generator().manual_seed(hcg.data_rank)
+    ids = torch.randint(0, 128, (rows, SEQ), generator=g)
+    peak = _Peak(whole)
+    with saved_tensors_hooks(peak.pack, peak.unpack):
+        if hcg.pp_size > 1:
+            model.train_batch((ids, ids), opt)
+        else:
+            with parallel.autocast(hcg=hcg):
+                loss = model(**parallel.split_sequence({"input_ids": ids, "labels": ids}, hcg=hcg)).loss
+            loss.backward()
+            opt.step()
+    params = list(whole.parameters())
+    measured = {
+        "parameters": _bytes(params),
+        "gradients": _bytes([getattr(p, "main_grad", None) for p in params] + [p.grad for p in params]),
+        "optimizer": _bytes([v for s in opt.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+                            + list(getattr(opt, "_master", {}).values())),
+        "activations": peak.peak,
+    }
+    estimate = strategy.estimate_memory(config(kind), hcg.resolved, seq_len=SEQ,
+                                        micro_batch_size=hcg.resolved.pipeline.micro_batch_size if hcg.pp_size > 1
+                                        else ROWS)
+    mine = estimate.stages[hcg.pp_rank]
+    items = {k: v for k, v in mine.items.items() if not k.startswith("gathered")}  # FSDP2's transient weights
+    return {"measured": measured,
+            "estimated": {"parameters": mine.parameters, "gradients": mine.gradients, "optimizer": mine.optimizer,
+                          "activations": sum(items.values())}}
