@@ -100,6 +100,7 @@ def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> M
     dense = norms = experts = 0.0
     for part in shape.parts():
         n = part.numel / (mp if part.mp else 1)
+        count: float
         if part.where == "embed":
             count = 1 if first else 0
         elif part.where == "head":

@@ -105,10 +105,11 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
     Raises:
         ValueError: not a decoder this model knows (naming the model_type and the known ones), or a key missing.
     """
-    if not isinstance(config, Mapping):
+    if isinstance(config, Mapping):
+        c = dict(config)
+    else:
         with open(config, encoding="utf-8") as f:
-            config = json.load(f)
-    c = dict(config)
+            c = dict(json.load(f))
     kind = str(c.get("model_type", "llama"))
     if kind not in KNOWN:
         raise ValueError(f"model_type {kind!r} is not a decoder the memory model knows ({', '.join(KNOWN)})")
