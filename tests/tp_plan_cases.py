@@ -85,8 +85,37 @@ def _bytes(tensors) -> int:
     return sum(seen.values())
 
 
+class _Recomputed:
+    """Under recompute the blocks' saved tensors live inside torch.utils.checkpoint, out of reach of outer hooks: what
+    a rank holds at the peak (the first recomputed block's backward) is every block's input, kept by checkpoint, and
+    one block's saved tensors, counted here by running that block's forward once more under hooks."""
+
+    def __init__(self, peak: _Peak) -> None:
+        self.peak, self.inputs, self.layer = peak, {}, 0
+
+    def __call__(self, fn, *args, **kwargs):
+        from torch.utils.checkpoint import checkpoint
+
+        for t in args:
+            if torch.is_tensor(t):
+                self.inputs[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        if not self.layer:
+            one = _Peak(self.peak.model)
+            with saved_tensors_hooks(one.pack, one.unpack):
+                held = fn(*args, **kwargs)
+            self.layer = one.peak
+            del held
+        return checkpoint(fn, *args, **kwargs)
+
+    @property
+    def held(self) -> int:
+        return sum(self.inputs.values()) + self.layer
+
+
 def measure(kind: str, text: str) -> dict:
     """One step of a small `kind` model under `text`; the measured and estimated bytes of this rank."""
+    import parallel.training.recompute as recompute
+
     hcg = init(strategy.loads(text))
     model = parallel.parallelize(_model(kind))
     whole = model.module if hcg.pp_size > 1 else model
@@ -96,6 +125,8 @@ def measure(kind: str, text: str) -> dict:
     g = torch.Generator().manual_seed(hcg.data_rank)
     ids = torch.randint(0, 128, (rows, SEQ), generator=g)
     peak = _Peak(whole)
+    blocks = _Recomputed(peak)
+    recompute.checkpoint, plain = blocks, recompute.checkpoint  # type: ignore[assignment]
     with saved_tensors_hooks(peak.pack, peak.unpack):
         if hcg.pp_size > 1:
             model.train_batch((ids, ids), opt)
@@ -104,13 +135,14 @@ def measure(kind: str, text: str) -> dict:
                 loss = model(**parallel.split_sequence({"input_ids": ids, "labels": ids}, hcg=hcg)).loss
             loss.backward()
             opt.step()
+    recompute.checkpoint = plain
     params = list(whole.parameters())
     measured = {
         "parameters": _bytes(params),
         "gradients": _bytes([getattr(p, "main_grad", None) for p in params] + [p.grad for p in params]),
         "optimizer": _bytes([v for s in opt.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
                             + list(getattr(opt, "_master", {}).values())),
-        "activations": peak.peak,
+        "activations": peak.peak + blocks.held,
     }
     estimate = strategy.estimate_memory(config(kind), hcg.resolved, seq_len=SEQ,
                                         micro_batch_size=hcg.resolved.pipeline.micro_batch_size if hcg.pp_size > 1

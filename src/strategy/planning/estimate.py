@@ -13,14 +13,14 @@ Model states, by what the runtime keeps (measured on it, tests/test_plan_memory.
   (FSDP2 again); pp keeps each stage's layers (the embedding with the first, the final norm and head with the last).
 
 Activations: elements saved per token per decoder layer, counted with saved-tensor hooks on Hugging Face's Llama
-(SDPA, fp32) and matched by this formula within a few percent: 7h (norm inputs, normalised values and outputs, the
+(SDPA, fp32) and matched by this formula within a few percent: 6h (norm inputs, normalised values and outputs, the
 residual stream's copies) + 2·a·d + 2·g·d (q and k, rotated and not, by head) + a (attention's log-sum-exp) + 4·i
 (gate, up, their activation and product) + 2 (two RMSNorm scales), h the hidden size, a and g the query and key/value
 heads, d the head dimension, i the MLP width (per expert: top-k copies of 4·i_e, the router's E). mp divides the
 head and MLP terms; sequence parallelism the rest too (the column layers keep their all-gathered input unless
 recompute_allgather); sep and cp divide the tokens (cp all-gathers keys and values: its g·d terms over the whole
-sequence). Recompute keeps a layer's input (h) and recomputes one layer at a time. The last stage adds the logits
-(v, fp32 for the loss) and the first the token ids. Under bf16/fp16 the linear outputs take 2 bytes and the norms'
+sequence). Recompute keeps a layer's input (h) and recomputes one layer at a time. The last stage adds the final
+norm (3h + 1, fp32) and the logits twice (2v, fp32: the upcast and the loss's log-softmax), the first the token ids. Under bf16/fp16 the linear outputs take 2 bytes and the norms'
 fp32 internals 4. Pipelines hold several micro-batches: 1F1B stage s up to pp − s of them (at most the micro-batches
 of a step), GPipe all of them.
 """
@@ -156,7 +156,7 @@ def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool
     # Per token of this rank, per layer: the residual side (norms and the stream) and the split side.
     # Under sequence parallelism the norms run on this rank's share of the tokens, but the column layers keep their
     # all-gathered input (unless recompute_allgather) beside the local one: measured, it saves no activations.
-    residual = 5 * h * norm_bytes + 2 * norm_bytes
+    residual = 2 * h * norm_bytes + 2 * h * act + 2 * norm_bytes  # fp32 inside the norms, the stream's dtype outside
     linear_in = 2 * h * act / (mp if (sp and r.mp.recompute_allgather) else 1) + (2 * h * act / mp if sp else 0)
     kv_over = cp  # cp all-gathers keys and values over its group
     attention = (2 * a * d + a) * act + 2 * g * d * act * kv_over
@@ -177,15 +177,17 @@ def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool
     if first:
         items["token ids"] = tokens * 8 * (2 if last else 1)
     if last:
-        items["norm, logits and loss"] = tokens * (h * norm_bytes + norm_bytes + shape.vocab / mp * 4)
+        # (the logits whole on every mp rank: Hugging Face's plan gathers the LM head's output)
+        items["norm, logits and loss"] = tokens * ((3 * h + 1) * norm_bytes + 2 * shape.vocab * 4)
     rope = 2 * d * seq_len / (sep * cp) * act
     items["rotary tables"] = rope if layers else 0.0
-    if r.pp_degree > 1:  # the hidden state a stage sends (or received, needing its gradient)
-        items["stage boundary"] = tokens * h * act * ((not first) + (not last))
+    if r.pp_degree > 1:  # the hidden state a stage sends (or received, needing its gradient), and the schedule's
+        items["stage boundary"] = tokens * h * act * (3 * (not last) + (not first))  # copies of it (measured)
     in_flight = _in_flight(r, pp_rank)
     if in_flight > 1:
         for k in items:
-            items[k] *= in_flight
+            if k != "one layer recomputed":  # (one backward at a time recomputes)
+                items[k] *= in_flight
     return items
 
 

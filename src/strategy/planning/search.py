@@ -1,0 +1,306 @@
+"""`strategy.plan`: every strategy a model's shapes and a cluster allow, pruned by the memory model, ranked by a cost
+model; each a strategy file `strategy validate` accepts.
+
+The search: every dp × mp × pp × sharding × sep × cp (× ep for MoE models) that fills the GPUs, mp within a node and
+dividing the query and key/value heads, sep dividing the heads left on an mp rank, pp the layers, ep the experts, cp
+and sep the sequence (sep and cp not together; pp without sep, cp and ep: what the runtime composes); sharding stage
+1–3 (stage 1 and 2 hold the same between steps here, so only 1 and 3 are kept), recompute on or off, every
+micro-batch size that divides a data rank's share of the global batch (the rest accumulated: pipeline micro-batches,
+or gradient merge), 1F1B when there are at least pp micro-batches (else GPipe). Pure bf16 with fp32 masters.
+
+The cost model (every constant a parameter; the defaults an H100 SXM node's):
+- compute: 6 × active parameters × tokens (× 4/3 with recompute: one more forward), over GPUs × `peak_flops`
+  (989 TFLOP/s dense bf16, NVIDIA's H100 SXM datasheet) × `utilisation` (0.4, a well-tuned large run's MFU);
+- communication, not overlapped (an upper bound), each collective by ring cost ((n − 1)/n of the bytes per rank, twice
+  for an all-reduce) over `intra_node_bandwidth` (450 GB/s: NVLink 4's 900 GB/s both ways) when the group stays in a
+  node, else `inter_node_bandwidth` (50 GB/s: one 400 Gb/s NDR InfiniBand port per GPU): mp two all-reduces of the
+  activations a layer forward and two backward; dp an all-reduce of the bf16 gradients; sharding a reduce-scatter of
+  the gradients and an all-gather of the weights (twice at stage 3: forward and backward); pp a send and a receive of
+  the hidden state per micro-batch and stage boundary each way; sep four all-to-alls a layer each way; cp an
+  all-gather of keys and values a layer forward and a reduce-scatter backward; ep two all-to-alls of the routed
+  tokens a sparse layer each way;
+- the pipeline bubble: (pp − 1) / micro-batches more time, as 1F1B and GPipe have.
+"""
+
+# Annotations stay evaluated (no `from __future__ import annotations`): see resolution/layout.py.
+
+import itertools
+import math
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from ..resolution.settings import PipelineSettings
+from .estimate import MemoryEstimate, estimate_memory
+from .shapes import ModelShape, model_shape
+
+__all__ = ["Candidate", "CostModel", "Plan", "plan"]
+
+GIB = 1024 ** 3
+
+
+@dataclass(frozen=True, slots=True)
+class CostModel:
+    """The cost model's constants; the defaults are an H100 SXM node's (see the module docstring for sources)."""
+
+    peak_flops: float = 989e12
+    utilisation: float = 0.4
+    intra_node_bandwidth: float = 450e9
+    inter_node_bandwidth: float = 50e9
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One strategy the search kept: its settings, the memory a rank holds, the predicted step time, and the file."""
+
+    degrees: dict[str, int]
+    stage: int
+    recompute: bool
+    micro_batch_size: int
+    accumulate_steps: int
+    schedule: str
+    memory: MemoryEstimate
+    step_seconds: float
+    tokens_per_second_per_gpu: float
+    text: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"degrees": self.degrees, "sharding_stage": self.stage, "recompute": self.recompute,
+                "micro_batch_size": self.micro_batch_size, "accumulate_steps": self.accumulate_steps,
+                "schedule": self.schedule, "memory": self.memory.as_dict(), "step_seconds": self.step_seconds,
+                "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu, "strategy": self.text}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The best `candidates` (fastest first), the best of those `cut` with why, and a `message` on the whole."""
+
+    candidates: list[Candidate]
+    cut: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    searched: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"candidates": [c.as_dict() for c in self.candidates], "cut": self.cut, "message": self.message,
+                "searched": self.searched}
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: float, seq_len: int,
+         global_batch: int, gpus_per_node: int = 8, top: int = 5, headroom: float = 0.1,
+         cost: CostModel = CostModel(), progress: Callable[[int], None] | None = None) -> Plan:
+    """The strategies for `model` (a Hugging Face config dict or config.json path) on `gpus` GPUs of `gpu_memory`
+    bytes (less `headroom`), `global_batch` sequences of `seq_len` tokens a step; the `top` fastest, and why the best
+    of the others were cut.
+
+    Raises:
+        ValueError: numbers that cannot describe a cluster or a batch.
+    """
+    shape = model if isinstance(model, ModelShape) else model_shape(model)
+    for name, value in (("gpus", gpus), ("seq_len", seq_len), ("global_batch", global_batch),
+                        ("gpus_per_node", gpus_per_node), ("top", top)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if not gpu_memory > 0 or not 0 <= headroom < 1:
+        raise ValueError("gpu_memory must be positive and headroom in [0, 1)")
+    budget = gpu_memory * (1 - headroom)
+    kept: list[Candidate] = []
+    cut: list[tuple[float, dict[str, Any]]] = []
+    reasons: dict[str, int] = {}
+    least: tuple[float, MemoryEstimate | None] = (math.inf, None)
+    searched = 0
+    for degrees, why in _layouts(shape, gpus, gpus_per_node, seq_len):
+        if why:
+            reasons[why] = reasons.get(why, 0) + 1
+            continue
+        data = degrees["dp"] * degrees["sharding"]
+        if global_batch % data:
+            reasons[f"the global batch {global_batch} does not divide over the data ranks"] = \
+                reasons.get(f"the global batch {global_batch} does not divide over the data ranks", 0) + 1
+            continue
+        rows = global_batch // data
+        stages = (1, 3) if degrees["sharding"] > 1 else (1,)
+        for stage, recompute, mbs in itertools.product(stages, (False, True), _divisors(rows)):
+            if mbs > 64:
+                continue
+            searched += 1
+            if progress is not None and searched % 20000 == 0:
+                progress(searched)
+            steps = rows // mbs
+            layout = _layout(degrees, stage, recompute, mbs, steps)
+            memory = estimate_memory(shape, layout, seq_len=seq_len, micro_batch_size=mbs)
+            seconds = _step_seconds(shape, degrees, layout, seq_len, global_batch, gpus, gpus_per_node, cost, steps)
+            tokens = global_batch * seq_len / seconds / gpus
+            if memory.total < least[0]:
+                least = (memory.total, memory)
+            if memory.total > budget:
+                cut.append((seconds, {"degrees": degrees, "sharding_stage": stage, "recompute": recompute,
+                                      "micro_batch_size": mbs, "step_seconds": seconds,
+                                      "why": f"over memory by {(memory.total - budget) / GIB:.1f} GiB "
+                                             f"({memory.total / GIB:.1f} GiB a rank, {budget / GIB:.1f} GiB usable)"}))
+                continue
+            kept.append(Candidate(degrees, stage, recompute, mbs, steps, layout.pipeline.schedule, memory, seconds,
+                                  tokens, ""))
+            if len(kept) > 4 * top:
+                kept = sorted(kept, key=lambda c: c.step_seconds)[:top]
+    kept = sorted(kept, key=lambda c: c.step_seconds)[:top]
+    kept = [_with_text(c, seq_len, gpus) for c in kept]
+    best_cut = [c for _, c in sorted(cut, key=lambda x: x[0])[:3]]
+    shaped = [{"why": why, "layouts": n} for why, n in sorted(reasons.items(), key=lambda x: -x[1])]
+    message = _message(shape, kept, least, budget, gpus, shaped, searched)
+    return Plan(kept, best_cut + shaped, message, searched)
+
+
+def _layouts(shape: ModelShape, gpus: int, per_node: int, seq_len: int):
+    """Every assignment of the axes' degrees filling `gpus`, with why it is left out ("" when it is not)."""
+    experts = shape.experts
+    for mp in _divisors(gpus):
+        heads_ok = shape.heads % mp == 0 and shape.kv_heads % mp == 0
+        for pp in _divisors(gpus // mp):
+            for sep_cp in _divisors(gpus // mp // pp):
+                for kind in ("sep", "cp") if sep_cp > 1 else ("",):
+                    rest = gpus // mp // pp // sep_cp
+                    for sharding in _divisors(rest):
+                        dp = rest // sharding
+                        eps = [e for e in _divisors(dp * sharding * mp) if experts and experts % e == 0] or [1]
+                        for ep in eps:
+                            degrees = {"dp": dp, "mp": mp, "pp": pp, "sharding": sharding,
+                                       "sep": sep_cp if kind == "sep" else 1, "cp": sep_cp if kind == "cp" else 1,
+                                       "ep": ep}
+                            yield degrees, _why_not(shape, degrees, per_node, seq_len, heads_ok)
+
+
+def _why_not(shape: ModelShape, d: dict[str, int], per_node: int, seq_len: int, heads_ok: bool) -> str:
+    if d["mp"] > 1 and not heads_ok:
+        return (f"mp does not divide the heads ({shape.heads} query, {shape.kv_heads} key/value): each rank needs "
+                "whole heads")
+    if d["mp"] > per_node or per_node % d["mp"]:
+        return f"mp across nodes (mp > {per_node} GPUs a node)"
+    if shape.layers % d["pp"]:
+        return f"pp does not divide the {shape.layers} layers"
+    if d["sep"] > 1 and (shape.heads // d["mp"]) % d["sep"]:
+        return "sep does not divide the heads left on an mp rank"
+    if d["sep"] > 1 and seq_len % d["sep"] or d["cp"] > 1 and seq_len % (2 * d["cp"]):
+        return "sep (cp) does not divide the sequence (cp: into 2 × cp chunks)"
+    if d["pp"] > 1 and (d["sep"] > 1 or d["cp"] > 1 or d["ep"] > 1):
+        return "pp with sep, cp or ep (the runtime does not compose them)"
+    if d["ep"] > 1 and (d["sep"] > 1 or d["cp"] > 1):
+        return "ep with sep or cp (refused by the strategy)"
+    return ""
+
+
+def _layout(d: dict[str, int], stage: int, recompute: bool, mbs: int, steps: int) -> Any:
+    """What estimate_memory reads of a resolved strategy, made directly (resolving every candidate would not fit the
+    time budget; the kept ones are resolved for real when written)."""
+    pp = d["pp"]
+    schedule = "Schedule1F1B" if steps >= pp else "ScheduleGPipe"
+    return SimpleNamespace(
+        pp_degree=pp, mp_degree=d["mp"], sharding_degree=d["sharding"], sep_degree=d["sep"], cp_degree=d["cp"],
+        experts=SimpleNamespace(ep_degree=d["ep"], moe_sharding_degree=1),
+        amp=SimpleNamespace(enabled=True, pure=True), sharding=SimpleNamespace(stage=stage),
+        mp=SimpleNamespace(fused_linear_param_grad_add=False, sequence_parallel=False, recompute_allgather=False),
+        recompute=SimpleNamespace(enabled=recompute),
+        pipeline=PipelineSettings(pp_degree=pp, micro_batch_size=mbs, accumulate_steps=steps, schedule=schedule))
+
+
+def _spans_nodes(d: dict[str, int], axis: str, per_node: int) -> bool:
+    """Whether `axis`'s group leaves a node, in the default order (dp, pp, sharding, sep, cp, mp; mp innermost)."""
+    order = ("dp", "pp", "sharding", "sep", "cp", "mp")
+    inner = math.prod(d[a] for a in order[order.index(axis) + 1:])
+    return inner * d[axis] > per_node
+
+
+def _step_seconds(shape: ModelShape, d: dict[str, int], layout: Any, seq_len: int, global_batch: int, gpus: int,
+                  per_node: int, cost: CostModel, steps: int) -> float:
+    tokens = global_batch * seq_len
+    flops = 6 * shape.active_parameters * tokens * (4 / 3 if layout.recompute.enabled else 1)
+    compute = flops / (gpus * cost.peak_flops * cost.utilisation)
+
+    def bw(axis: str) -> float:
+        return cost.inter_node_bandwidth if _spans_nodes(d, axis, per_node) else cost.intra_node_bandwidth
+
+    h, low = shape.hidden, 2
+    mbs = layout.pipeline.micro_batch_size
+    local_tokens = mbs * seq_len / (d["sep"] * d["cp"])  # a micro-batch's tokens on one rank
+    layers = shape.layers / d["pp"]
+    micro = steps  # micro-batches a step
+    comm = 0.0
+    if d["mp"] > 1:
+        per = 2 * (d["mp"] - 1) / d["mp"] * local_tokens * h * low
+        comm += 4 * layers * micro * per / bw("mp")
+    params = shape.parameters / (d["mp"] * d["pp"])
+    if d["dp"] > 1:
+        comm += 2 * (d["dp"] - 1) / d["dp"] * params / d["sharding"] * low / bw("dp")
+    if d["sharding"] > 1:
+        n = d["sharding"]
+        gathers = 2 if layout.sharding.stage == 3 else 1
+        comm += (1 + gathers) * (n - 1) / n * params * low / bw("sharding")
+    if d["pp"] > 1:
+        comm += 2 * 2 * micro * local_tokens * h * low / bw("pp")
+    if d["sep"] > 1:
+        comm += 8 * layers * micro * (d["sep"] - 1) / d["sep"] * local_tokens * h * low / bw("sep")
+    if d["cp"] > 1:
+        kv = 2 * shape.kv_heads / d["mp"] * shape.head_dim * mbs * seq_len * low
+        comm += 2 * layers * micro * (d["cp"] - 1) / d["cp"] * kv / bw("cp")
+    if d["ep"] > 1 and shape.sparse_layers:
+        routed = shape.top_k * local_tokens * h * low
+        comm += 4 * shape.sparse_layers / d["pp"] * micro * (d["ep"] - 1) / d["ep"] * routed / (
+            cost.inter_node_bandwidth if d["ep"] * d["mp"] > per_node else cost.intra_node_bandwidth)
+    bubble = (d["pp"] - 1) / micro if d["pp"] > 1 else 0.0
+    return (compute + comm) * (1 + bubble)
+
+
+def _with_text(c: Candidate, seq_len: int, gpus: int) -> Candidate:
+    return Candidate(c.degrees, c.stage, c.recompute, c.micro_batch_size, c.accumulate_steps, c.schedule, c.memory,
+                     c.step_seconds, c.tokens_per_second_per_gpu, strategy_text(c, seq_len, gpus))
+
+
+def strategy_text(c: Candidate, seq_len: int, gpus: int) -> str:
+    """The candidate as a strategy file, its predictions in comments at the top."""
+    d = c.degrees
+    m = c.memory
+    head = [f"# strategy plan: {gpus} GPUs, {seq_len} tokens a sequence; predicted {c.step_seconds:.3f} s a step, "
+            f"{c.tokens_per_second_per_gpu:,.0f} tokens/s per GPU",
+            f"# memory a rank (the largest pipeline stage): {m.total / GIB:.2f} GiB = parameters "
+            f"{m.parameters / GIB:.2f} + gradients {m.gradients / GIB:.2f} + optimizer {m.optimizer / GIB:.2f} + "
+            f"activations {m.activations / GIB:.2f} GiB"]
+    hybrid = [f"  dp_degree: {d['dp']}", f"  mp_degree: {d['mp']}", f"  pp_degree: {d['pp']}",
+              f"  sharding_degree: {d['sharding']}", f"  sep_degree: {d['sep']}", f"  cp_degree: {d['cp']}"]
+    if d["ep"] > 1:
+        hybrid.append(f"  ep_degree: {d['ep']}")
+    if d["sharding"] > 1:
+        hybrid.append(f"  sharding_configs {{\n    stage: {c.stage}\n  }}")
+    lines = head + ["hybrid_configs {", *hybrid, "}", "amp: true", "amp_configs {", "  use_pure_bf16: true",
+                    '  dtype: "bfloat16"', "}"]
+    if c.recompute:
+        lines.append("recompute: true")
+    if d["pp"] > 1:
+        mode = "1F1B" if c.schedule == "Schedule1F1B" else "FThenB"
+        lines += ["pipeline_configs {", f"  micro_batch_size: {c.micro_batch_size}",
+                  f"  accumulate_steps: {c.accumulate_steps}", f'  schedule_mode: "{mode}"', "}"]
+    elif c.accumulate_steps > 1:
+        lines += ["gradient_merge: true", "gradient_merge_configs {", f"  k_steps: {c.accumulate_steps}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def _message(shape: ModelShape, kept: list[Candidate], least: tuple[float, Any], budget: float, gpus: int,
+             shaped: list[dict[str, Any]], searched: int) -> str:
+    if kept:
+        return f"{len(kept)} of {searched} strategies shown, fastest first"
+    if not searched:
+        why = "; ".join(f"{r['why']} ({r['layouts']} layouts)" for r in shaped[:3]) or "none"
+        return (f"no set of degrees fills {gpus} GPUs for this model: {why}; try another number of GPUs or global "
+                "batch")
+    states = 16 * shape.parameters / gpus
+    return (f"no strategy fits in {budget / GIB:.1f} GiB a rank: the least any needs is {least[0] / GIB:.1f} GiB "
+            f"(the model states alone, 16 bytes a parameter over {gpus} ranks, are {states / 1e9:.0f} GB); "
+            "use more GPUs or GPUs with more memory")
+
+
+def print_progress(n: int) -> None:
+    print(f"\rstrategy plan: {n:,} strategies estimated", end="", file=sys.stderr, flush=True)
