@@ -25,7 +25,8 @@ PACKAGES = {
                          "compose"),
                         ("blocks", "introspect")),
     # formats above resolution: a loaded file is resolved, resolution never reads a file.
-    "strategy": Package(Path(strategy.__file__).parent, ("schema", "resolution", "formats", "importers", "cli"),
+    "strategy": Package(Path(strategy.__file__).parent, ("schema", "resolution", "planning", "formats", "importers",
+                                                         "cli"),
                         ("errors", "atomic"), ("__main__",)),
 }
 ROOT = PACKAGES["parallel"].root  # what the helpers below read; each test sets it to the package it checks

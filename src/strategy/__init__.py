@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .importers import Imported, import_config
     from .formats.io import dump, dumps, from_dict, load, loads, to_dict
     from .planning.estimate import MemoryEstimate, estimate_memory
+    from .planning.search import Candidate, CostModel, Plan, plan
     from .resolution.memory import ModelStateBytes, ModelStateMemory
     from .resolution.resolver import TP_STYLES, resolve
     from .resolution.resolved import Resolved
@@ -46,6 +47,10 @@ _WHERE = {
     "loads": ".formats.io",
     "to_dict": ".formats.io",
     "MemoryEstimate": ".planning.estimate",
+    "Candidate": ".planning.search",
+    "CostModel": ".planning.search",
+    "Plan": ".planning.search",
+    "plan": ".planning.search",
     "estimate_memory": ".planning.estimate",
     "ModelStateBytes": ".resolution.memory",
     "ModelStateMemory": ".resolution.memory",
@@ -64,7 +69,9 @@ _WHERE = {
 
 __all__ = [
     "AmpSettings",
+    "Candidate",
     "CheckpointSettings",
+    "CostModel",
     "GradientMergeSettings",
     "RecomputeSettings",
     "EXTENSIONS",
@@ -74,6 +81,7 @@ __all__ = [
     "HybridConfig",
     "Imported",
     "MemoryEstimate",
+    "Plan",
     "ModelStateBytes",
     "ModelStateMemory",
     "MpConfig",
@@ -89,6 +97,7 @@ __all__ = [
     "dumps",
     "explain",
     "estimate_memory",
+    "plan",
     "explanation",
     "import_config",
     "from_dict",

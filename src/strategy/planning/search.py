@@ -233,7 +233,9 @@ def _step_seconds(shape: ModelShape, d: dict[str, int], layout: Any, seq_len: in
     if d["mp"] > 1:
         per = 2 * (d["mp"] - 1) / d["mp"] * local_tokens * h * low
         comm += 4 * layers * micro * per / bw("mp")
-    params = shape.parameters / (d["mp"] * d["pp"])
+    # a rank's weights: the dense ones split by mp and pp, its block of experts (reduced over the ranks holding it)
+    params = (shape.parameters - shape.expert_parameters) / (d["mp"] * d["pp"]) + shape.expert_parameters / (
+        d["ep"] * d["pp"])
     if d["dp"] > 1:
         comm += 2 * (d["dp"] - 1) / d["dp"] * params / d["sharding"] * low / bw("dp")
     if d["sharding"] > 1:

@@ -240,14 +240,17 @@ def _memory(resolved: Resolved, params: float, expert_params: float | None = Non
     m = resolved.model_state_memory(dense)
     experts = resolved.expert_state_memory(expert_params) if expert_params else None
     amp = resolved.amp
-    if amp.enabled and amp.pure:
+    if resolved.sharding_degree > 1:
+        bytes_ = "fp32 weights (the master copies under pure amp), gradients and Adam moments: 4 + 4 + 8 bytes a parameter"
+    elif amp.enabled and amp.pure:
         bytes_ = f"{amp.dtype} weights and gradients, fp32 master weights and Adam moments: 2 + 2 + 12 bytes a parameter"
     else:
         autocast = " (autocast keeps fp32 weights)" if amp.enabled else ""
         bytes_ = f"fp32 weights, gradients and Adam moments{autocast}: 4 + 4 + 8 bytes a parameter"
     n, stage = resolved.sharding_degree, resolved.sharding.stage
-    sharded = ("optimizer state", "optimizer state and gradients", "optimizer state, gradients and parameters")[stage - 1]
-    zero = f"ZeRO stage {stage} shards the {sharded} over sharding {n}" if n > 1 else "no sharding (sharding_degree 1)"
+    zero = (f"FSDP2 keeps fp32 shards of weights, gradients and Adam state over sharding {n} between steps (stage "
+            f"{stage}; below 3 the whole weights are gathered from forward to backward)") if n > 1 else \
+        "no sharding (sharding_degree 1)"
     whose = [("per rank", m.per_rank), ("one process", m.unsharded)]
     if experts is not None:
         both = memory.ModelStateBytes(*(getattr(m.per_rank, k) + getattr(experts.per_rank, k)
@@ -259,7 +262,7 @@ def _memory(resolved: Resolved, params: float, expert_params: float | None = Non
     table = [[""] + [name for name, _ in _STATES]] + [
         [who] + [memory.human_bytes(getattr(state, key)) for _, key in _STATES] for who, state in whose]
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    lines = [f"model-state memory for {params:,.0f} parameters (ZeRO's formulas):", f"  {bytes_}",
+    lines = [f"model-state memory for {params:,.0f} parameters (as this runtime holds them after a step):", f"  {bytes_}",
              f"  split over mp {resolved.mp_degree} × pp {resolved.pp_degree}; {zero}"]
     if experts is not None:
         moe = resolved.experts.moe_sharding_degree
@@ -269,9 +272,8 @@ def _memory(resolved: Resolved, params: float, expert_params: float | None = Non
                      f"{resolved.pp_degree} ({held})")
     lines += ["  " + "  ".join([r[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(r[1:], widths[1:])]).rstrip()
               for r in table]
-    if n > 1 and stage == 1:
-        lines.append("  (stage 1 as ZeRO counts it: full gradients, which FSDP2 holds only while gradient merge "
-                     "accumulates; between steps they are sharded)")
+    lines.append("  (activations and the weights FSDP2 gathers during a step come on top: strategy plan and "
+                 "strategy.estimate_memory count them for a model)")
     facts = {"params": params, "expert_params": expert_params,
              "bytes": {who.replace(" ", "_"): {key: getattr(state, key) for _, key in _STATES} for who, state in whose},
              "sharding_degree": n, "stage": stage, "mp_degree": resolved.mp_degree, "pp_degree": resolved.pp_degree}

@@ -1,6 +1,6 @@
-"""Model-state memory per rank (parameters, gradients, Adam state) by ZeRO's formulas, as DeepSpeed's estimator gives it.
-
-Model states only: activations, communication buffers and a stage-3 block's gathered parameters come on top.
+"""Model-state memory per rank (parameters, gradients, Adam state) as this runtime holds them (ZeRO's byte counts,
+FSDP2's sharding), for `strategy explain --params`; `strategy.estimate_memory` adds activations and the weights FSDP2
+gathers during a step.
 """
 
 from __future__ import annotations
@@ -37,14 +37,13 @@ class ModelStateMemory(NamedTuple):
 
 
 def model_state(params: float, *, model_split: int, sharding: int, stage: int, mixed: bool) -> ModelStateMemory:
-    """ZeRO's per-rank model states for `params` parameters (Ψ), with N = `sharding` and (P, G, K) the bytes a
-    parameter (MIXED or FP32): stage 1 (P_os) shards the optimizer state, (P + G + K/N)Ψ; stage 2 (P_os+g) the
-    gradients too, (P + (G + K)/N)Ψ; stage 3 (P_os+g+p) the parameters too, (P + G + K)Ψ/N. `model_split` (mp · pp)
-    divides everything, assuming an even split; N = 1 shards nothing.
-
-    The figure is ZeRO's, not a measurement: this project's stage 1 runs on FSDP2, which also keeps gradients
-    sharded between steps, so ZeRO-1's full gradients are what a rank holds while gradient merge accumulates (its
-    peak), not at rest.
+    """Each rank's model states for `params` parameters (Ψ) as this runtime holds them after an optimizer step, with
+    `model_split` (mp · pp, or ep · pp for experts) dividing everything, assuming an even split:
+    - sharding N = 1: (P + G + K)Ψ with (P, G, K) = MIXED under pure amp (the fp32 master's gradient is a temporary
+      of the step) or FP32;
+    - sharding N > 1: FSDP2 keeps fp32 shards of the weights (the masters themselves under pure amp), gradients and
+      moments between steps at every stage, (4 + 4 + 8)Ψ / N. ZeRO's stage 1 and 2 keep full gradients (stage 1) and
+      full weights; FSDP2 gathers those only during the step (`strategy.estimate_memory` counts them there).
 
     Raises:
         ValueError: `params` is not a positive finite number, or `stage` is not 1, 2 or 3.
@@ -54,9 +53,10 @@ def model_state(params: float, *, model_split: int, sharding: int, stage: int, m
     if stage not in (1, 2, 3):
         raise ValueError(f"stage must be 1, 2 or 3, got {stage!r}")
     full = ModelStateBytes(*(params * b for b in (MIXED if mixed else FP32)))
-    shard = lambda value, sharded: value / model_split / (sharding if sharded else 1)  # noqa: E731
-    per_rank = ModelStateBytes(shard(full.parameters, stage >= 3), shard(full.gradients, stage >= 2),
-                               shard(full.optimizer, True))
+    if sharding > 1:
+        per_rank = ModelStateBytes(*(params * b / model_split / sharding for b in FP32))
+    else:
+        per_rank = ModelStateBytes(*(v / model_split for v in full))
     return ModelStateMemory(per_rank, full)
 
 

@@ -1,0 +1,114 @@
+"""`strategy plan` and strategy.plan: published Llama-2 configs on 8 and 64 GPUs of 80 GB at 4,096 tokens, files that
+validate, nothing over memory listed, and a clear message when nothing can be listed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+import strategy
+from strategy.cli import main
+from strategy.planning.shapes import model_shape
+
+GIB = 2 ** 30
+# The published config.json values of meta-llama/Llama-2-7b-hf and Llama-2-70b-hf (the keys the model reads).
+LLAMA2_7B = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "intermediate_size": 11008,
+             "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+             "max_position_embeddings": 4096, "tie_word_embeddings": False}
+LLAMA2_70B = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 8192, "intermediate_size": 28672,
+              "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
+              "max_position_embeddings": 4096, "tie_word_embeddings": False}
+
+
+def test_the_published_configs_count_their_published_parameters():
+    assert model_shape(LLAMA2_7B).parameters == 6_738_415_616
+    assert model_shape(LLAMA2_70B).parameters == 68_976_648_192
+
+
+@pytest.mark.parametrize(("config", "gpus"), [(LLAMA2_7B, 8), (LLAMA2_7B, 64), (LLAMA2_70B, 64)],
+                         ids=["7b_on_8", "7b_on_64", "70b_on_64"])
+def test_every_candidate_fits_and_its_file_validates_at_the_world_size(tmp_path, capsys, config, gpus):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    out = tmp_path / "plans"
+    assert main(["plan", "--model", str(path), "--gpus", str(gpus), "--gpu-memory", "80GB", "--seq-len", "4096",
+                 "--global-batch", "256", "--write", str(out), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["candidates"]) == 5
+    times = [c["step_seconds"] for c in result["candidates"]]
+    assert times == sorted(times)  # fastest first
+    for k, c in enumerate(result["candidates"], 1):
+        assert c["memory"]["total"] <= 80e9 * 0.9  # nothing over memory is listed
+        assert c["memory"]["total"] == pytest.approx(sum(c["memory"][x] for x in
+                                                         ("parameters", "gradients", "optimizer", "activations")))
+        file = out / f"candidate-{k}.prototxt"
+        assert file.read_text() == c["strategy"]
+        assert main(["validate", "--world-size", str(gpus), str(file)]) == 0
+        degrees = c["degrees"]
+        assert degrees["dp"] * degrees["mp"] * degrees["pp"] * degrees["sharding"] * degrees["sep"] * degrees["cp"] == gpus
+        assert degrees["mp"] <= 8  # within a node
+    assert all("over memory by" in c["why"] for c in result["cut"] if "degrees" in c)
+
+
+def test_70b_on_8_gpus_gets_no_candidate_and_the_least_memory_a_rank_needs(capsys, tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA2_70B))
+    assert main(["plan", "--model", str(path), "--gpus", "8", "--gpu-memory", "80GB", "--seq-len", "4096",
+                 "--global-batch", "64"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("no strategy fits in 67.1 GiB a rank: the least any needs is ")
+    assert "(the model states alone, 16 bytes a parameter over 8 ranks, are 138 GB)" in out
+    result = strategy.plan(LLAMA2_70B, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
+    assert not result.candidates and result.cut  # the fastest of those cut, with why
+    assert all("over memory by" in c["why"] for c in result.cut if "degrees" in c)
+
+
+def test_a_memory_too_small_for_any_strategy_says_what_it_would_need():
+    result = strategy.plan(LLAMA2_7B, gpus=8, gpu_memory=8 * GIB, seq_len=4096, global_batch=8)
+    assert not result.candidates
+    assert result.message.startswith("no strategy fits in 7.2 GiB a rank: the least any needs is ")
+
+
+def test_heads_no_mp_divides_leave_mp_1_and_say_so():
+    odd = {**LLAMA2_7B, "num_attention_heads": 31, "num_key_value_heads": 31, "hidden_size": 3968}
+    result = strategy.plan(odd, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
+    assert result.candidates and all(c.degrees["mp"] == 1 for c in result.candidates)
+    assert any(c["why"].startswith("mp does not divide the heads (31 query, 31 key/value)") for c in result.cut
+               if "layouts" in c)
+
+
+def test_a_world_no_degree_set_fills_is_a_message_not_an_empty_table():
+    result = strategy.plan(LLAMA2_7B, gpus=7, gpu_memory=80e9, seq_len=4096, global_batch=8)
+    assert not result.candidates
+    assert result.message.startswith("no set of degrees fills 7 GPUs for this model: ")
+    assert "the global batch 8 does not divide over the data ranks" in result.message
+
+
+def test_a_model_the_memory_model_does_not_know_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
+    assert main(["plan", "--model", str(path), "--gpus", "8", "--gpu-memory", "80GB", "--seq-len", "1024",
+                 "--global-batch", "8"]) == 2
+    assert capsys.readouterr().err.strip() == ("strategy plan: model_type 'gpt2' is not a decoder the memory model knows "
+                                               "(llama, mistral, qwen2, qwen3, mixtral, qwen3_moe)")
+
+
+def test_a_moe_model_is_planned_with_its_experts_split_over_ep():
+    moe = {"model_type": "qwen3_moe", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 6144,
+           "moe_intermediate_size": 768, "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4,
+           "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "tie_word_embeddings": False}
+    shape = model_shape(moe)
+    assert shape.parameters == pytest.approx(30.5e9, rel=0.01)  # Qwen3-30B-A3B
+    assert shape.active_parameters == pytest.approx(3.3e9, rel=0.05)
+    result = strategy.plan(moe, gpus=16, gpu_memory=80e9, seq_len=4096, global_batch=64)
+    assert result.candidates and any(c.degrees["ep"] > 1 for c in result.candidates)
+    for c in result.candidates:
+        strategy.resolve(strategy.loads(c.text), world_size=16)
+
+
+def test_the_search_for_70b_on_1024_gpus_takes_under_10_seconds():
+    start = time.perf_counter()
+    result = strategy.plan(LLAMA2_70B, gpus=1024, gpu_memory=80e9, seq_len=4096, global_batch=1024)
+    assert time.perf_counter() - start < 10 and result.candidates and result.searched > 1000
