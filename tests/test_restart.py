@@ -102,17 +102,22 @@ def _tensors(checkpoint: Path) -> dict[str, torch.Tensor]:
     return flat
 
 
+# Background saves on the three paths a save takes (plain tensors, FSDP2's DTensors, a pipeline's stages); the other
+# layouts differ from those only in what the foreground save already covers.
+BACKGROUND = {"dp2", "sharding2_stage3", "pp2"}
+
+
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_a_rank_killed_after_a_checkpoint_is_restarted_and_ends_as_if_never_interrupted(tmp_path, name):
-    """One run straight; then the same killed and restarted, saving in the foreground, then in the background."""
+    """One run straight; then the same killed and restarted, saving in the foreground (and in the background)."""
     straight = subprocess.run(_command(_strategy(tmp_path, LAYOUTS[name], False), tmp_path / "straight"),
                               capture_output=True, text=True, timeout=200, cwd=tmp_path)
     assert straight.returncode == 0, straight.stderr[-3000:]
     base = json.loads((tmp_path / "straight" / "summary.json").read_text())
     want = _tensors(tmp_path / "straight" / "checkpoints" / f"step-{STEPS}")
     assert any(key.startswith("optimizer.") for key in want)
-    for async_save in (False, True):
+    for async_save in (False, True) if name in BACKGROUND else (False,):
         run = tmp_path / f"killed_{'async' if async_save else 'sync'}"
         run.mkdir()
         killed, victim = _killed_run(_strategy(run, LAYOUTS[name], async_save), run / "out")

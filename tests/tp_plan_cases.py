@@ -139,7 +139,9 @@ def measure(kind: str, text: str) -> dict:
     params = list(whole.parameters())
     measured = {
         "parameters": _bytes(params),
-        "gradients": _bytes([getattr(p, "main_grad", None) for p in params] + [p.grad for p in params]),
+        # the masters' too: under pure amp the fp32 copy of a gradient must not outlive the update
+        "gradients": _bytes([getattr(p, "main_grad", None) for p in params] + [p.grad for p in params]
+                            + [m.grad for m in getattr(opt, "_master", {}).values()]),
         "optimizer": _bytes([v for s in opt.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
                             + list(getattr(opt, "_master", {}).values())),
         "activations": peak.peak + blocks.held,
