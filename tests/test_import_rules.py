@@ -383,3 +383,20 @@ def test_the_kind_can_be_named(write):
     assert import_config(path, kind="megatron").kind == "megatron"
     with pytest.raises(strategy.StrategyError, match="unknown kind 'colossal'"):
         import_config(path, kind="colossal")
+
+
+def test_torchtitans_checkpoint_section_is_checkpoint_configs(titan):
+    c = titan('[checkpoint]\nenable = true\nfolder = "ckpt"\ninterval = 500\nkeep_latest_k = 3\n'
+              'async_mode = "async_with_pinned_mem"\n', world_size=8).strategy.checkpoint_configs
+    assert (c.dir, c.every_steps, c.keep_last, c.async_save) == ("ckpt", 500, 3, True)
+    off = titan('[checkpoint]\nenable = false\nfolder = "ckpt"\ninterval = 500\n', world_size=8)
+    assert not off.strategy.HasField("checkpoint_configs")
+    assert entry(off, "checkpoint.interval").status == "nothing to set"
+
+
+def test_megatrons_save_flags_are_checkpoint_configs(meg):
+    imported = meg("--save /ckpt --save-interval 1000 --async-save", world_size=8)
+    c = imported.strategy.checkpoint_configs
+    assert (c.dir, c.every_steps, c.async_save) == ("/ckpt", 1000, True)
+    alone = meg("--save-interval 1000", world_size=8)
+    assert entry(alone, "save-interval").reason.startswith("saving every N steps needs checkpoint_configs.dir")

@@ -229,6 +229,17 @@ def choice(values: Mapping[Any, Any], *, describe: str = "") -> Reader:
     return Reader(describe or "; ".join(f"{show(k)}: {_describe(v)}" for k, v in values.items()), read)
 
 
+def text(*, describe: str = "") -> Reader:
+    """A non-empty string (a directory)."""
+
+    def read(value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("expected a non-empty string")
+        return value
+
+    return Reader(describe, read)
+
+
 def const(value: Any, *, describe: str = "") -> Reader:
     """A flag whose presence says it all (Megatron's `--bf16`): any value reads as `value`."""
     return Reader(describe, lambda _: value, bare=True)

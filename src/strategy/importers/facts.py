@@ -49,6 +49,11 @@ FACTS: dict[str, str] = {
     "hysteresis": "amp_configs.decr_every_n_nan_or_inf",
     "recompute": "recompute (every block of the model)",
     "sequence_parallel": "hybrid_configs.mp_configs.sequence_parallel when mp_degree > 1",
+    "ckpt_enable": "whether the tool saves checkpoints at all: off, the checkpoint keys set nothing",
+    "ckpt_dir": "checkpoint_configs.dir",
+    "ckpt_every": "checkpoint_configs.every_steps (with a dir)",
+    "ckpt_keep": "checkpoint_configs.keep_last (0: all)",
+    "ckpt_async": "checkpoint_configs.async_save",
 }
 
 

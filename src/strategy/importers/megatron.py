@@ -12,7 +12,7 @@ script is read, not run (see `launcher`): every branch counts, and a flag given 
 
 from __future__ import annotations
 
-from .common import CLIP, SCALE_FLOOR, SELECTIVE, Leaf, NoCounterpart, Rule, Tool, choice, const, integer, number
+from .common import CLIP, SCALE_FLOOR, SELECTIVE, Leaf, NoCounterpart, Rule, Tool, choice, const, integer, number, text
 from .launcher import flags
 
 __all__ = ["TOOL"]
@@ -70,6 +70,10 @@ RULES = (
     Rule(key="loss-scale-window", means="scale_window", read=integer(), cite="args"),
     Rule(key="hysteresis", means="hysteresis", read=integer(), cite="args"),
     Rule(key="min-loss-scale", reason=SCALE_FLOOR,
+         cite="args"),
+    Rule(key="save", means="ckpt_dir", read=text(describe="the directory checkpoints are saved into"), cite="args"),
+    Rule(key="save-interval", means="ckpt_every", read=integer(), cite="args"),
+    Rule(key="async-save", means="ckpt_async", read=const(True, describe="background saves (DCP async_save)"),
          cite="args"),
     Rule(key="recompute-granularity", means="recompute", cite="args",
          read=choice({"full": True, "selective": NoCounterpart(SELECTIVE)})),

@@ -105,6 +105,7 @@ class _Planner:
         self.batches()
         self.pipeline()
         self.precision()
+        self.checkpoints()
         if self.has("recompute"):
             self.set("recompute", bool(self.get("recompute")), "recompute")
         if self.has("sequence_parallel"):
@@ -115,6 +116,22 @@ class _Planner:
                           "split the sequence over (Megatron itself turns sequence parallelism off at tp 1)")
         if not self.owns("num_machines"):
             self.mark("num_machines", "no counterpart", "the launcher's: where the processes run")
+
+    def checkpoints(self) -> None:
+        """Periodic checkpoints: where, how often, how many kept, in the background (unless the tool's are off)."""
+        facts = {"ckpt_dir": "dir", "ckpt_every": "every_steps", "ckpt_keep": "keep_last", "ckpt_async": "async_save"}
+        if self.has("ckpt_enable") and not self.get("ckpt_enable"):
+            for fact in (*facts, "ckpt_enable"):
+                self.mark(fact, "nothing to set", f"{self.key('ckpt_enable')} is off: the tool saves no checkpoints")
+            return
+        for fact, name in facts.items():
+            if not self.has(fact):
+                continue
+            if name == "every_steps" and not self.has("ckpt_dir"):
+                self.mark(fact, "no counterpart", "saving every N steps needs checkpoint_configs.dir, which the file "
+                          "leaves out")
+                continue
+            self.set(f"checkpoint_configs.{name}", self.get(fact), fact, "ckpt_enable")
 
     def degrees(self) -> None:
         if self.world is None and self.has("world_size"):

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from ..errors import Location, StrategyError
-from .common import CLIP, OFFLOAD, SELECTIVE, Leaf, NoCounterpart, Nothing, Rule, Tool, choice, integer
+from .common import CLIP, OFFLOAD, SELECTIVE, Leaf, NoCounterpart, Nothing, Rule, Tool, choice, integer, text, truth
 
 __all__ = ["TOOL"]
 
@@ -23,6 +23,7 @@ _COMMIT = "238fa9953e4aec2a62582121564273d7cbb1e9f1"
 _SRC = f"https://github.com/pytorch/torchtitan/blob/{_COMMIT}/torchtitan/"
 SOURCES = {
     "job": _SRC + "config/job_config.py",
+    "checkpoint": _SRC + "components/checkpoint.py",
     "dims": _SRC + "distributed/parallel_dims.py",
     "parallelize": _SRC + "models/llama3/infra/parallelize.py",
     "pipeline": _SRC + "distributed/pipeline_parallel.py",
@@ -41,7 +42,8 @@ _NOT_HERE = {
     "job": "the job's folders and description", "profiling": "profiling is the training script's (--trace)",
     "metrics": "logging is the training script's", "model": "the model and its tokenizer are the script's",
     "optimizer": "the optimizer is your torch optimizer", "lr_scheduler": "the schedule is your torch scheduler",
-    "checkpoint": "checkpoints are parallel.save / parallel.load's", "validation": "validation is the script's",
+    "checkpoint": "the rest of checkpointing is the Checkpointer's (parallel.Checkpointer)",
+    "validation": "validation is the script's",
     "comm": "process-group timeouts are parallel.init(timeout=...)", "memory_estimation": "no memory estimator run",
     "fault_tolerance": "torchft has no counterpart", "experimental": "torchtitan's extension hooks",
     "debug": "seeds and determinism are the script's (torch.manual_seed)",
@@ -106,6 +108,16 @@ RULES = (
         "memory_budget": NoCounterpart("the compiler's memory-budget recomputation has no counterpart")})),
     Rule(key="activation_checkpoint.*", reason="options of torchtitan's selective or budgeted checkpointing",
          cite="job"),
+    Rule(key="checkpoint.enable", means="ckpt_enable", read=truth(True, False), cite="checkpoint"),
+    Rule(key="checkpoint.folder", means="ckpt_dir", cite="checkpoint",
+         read=text(describe="the directory (torchtitan keeps it under job.dump_folder; here it is relative to the "
+                            "working directory, or to the example scripts' --out)")),
+    Rule(key="checkpoint.interval", means="ckpt_every", read=integer(), cite="checkpoint"),
+    Rule(key="checkpoint.keep_latest_k", means="ckpt_keep", read=integer(0), cite="checkpoint"),
+    Rule(key="checkpoint.async_mode", means="ckpt_async", cite="checkpoint", read=choice({
+        "disabled": False, "async": True,
+        "async_with_pinned_mem": True}, describe='"async" and "async_with_pinned_mem": background saves (DCP '
+                                                  'async_save); "disabled": foreground')),
     *(Rule(key=f"{section}.*", reason=why, cite="job") for section, why in _NOT_HERE.items()),
 )
 
