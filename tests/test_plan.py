@@ -59,7 +59,7 @@ def test_70b_on_8_gpus_gets_no_candidate_and_the_least_memory_a_rank_needs(capsy
                  "--global-batch", "64"]) == 1
     out = capsys.readouterr().out
     assert out.startswith("no strategy fits in 67.1 GiB a rank: the least any needs is ")
-    assert "(the model states alone, 16 bytes a parameter over 8 ranks, are 138 GB)" in out
+    assert "(the model states alone, 16 bytes a parameter over 8 ranks, are 128.5 GiB = 138 GB)" in out
     result = strategy.plan(LLAMA2_70B, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
     assert not result.candidates and result.cut  # the fastest of those cut, with why
     assert all("over memory by" in c["why"] for c in result.cut if "degrees" in c)
@@ -112,3 +112,19 @@ def test_the_search_for_70b_on_1024_gpus_takes_under_10_seconds():
     start = time.perf_counter()
     result = strategy.plan(LLAMA2_70B, gpus=1024, gpu_memory=80e9, seq_len=4096, global_batch=1024)
     assert time.perf_counter() - start < 10 and result.candidates and result.searched > 1000
+
+
+def test_tied_embeddings_and_a_vocabulary_mp_does_not_divide_keep_mp_and_pp_at_1():
+    tied = {**LLAMA2_7B, "tie_word_embeddings": True}
+    result = strategy.plan(tied, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
+    assert result.candidates and all(c.degrees["mp"] == c.degrees["pp"] == 1 for c in result.candidates)
+    assert any(c["why"].startswith("mp or pp with tied embeddings") for c in result.cut if "layouts" in c)
+    odd_vocab = {**LLAMA2_7B, "vocab_size": 32001}
+    result = strategy.plan(odd_vocab, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
+    assert all(c.degrees["mp"] == 1 for c in result.candidates)
+
+
+def test_a_cost_model_constant_that_is_not_positive_is_refused():
+    with pytest.raises(ValueError, match="the cost model's utilisation must be positive, got 0"):
+        strategy.plan(LLAMA2_7B, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64,
+                      cost=strategy.CostModel(utilisation=0))

@@ -135,9 +135,17 @@ def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> M
 
     items = _activations(shape, r, layers, first, last, seq_len, mbs, pp_rank)
     compute = low if (pure or r.amp.enabled) else 4
-    if sharding > 1:  # FSDP2's gathered weights during the step, in the compute dtype
-        block = (dense + norms) / max(1, layers) if layers else dense + norms
-        items["gathered weights (FSDP2)"] = compute * (2 * block if r.sharding.stage == 3 else dense + norms)
+    if sharding > 1:  # FSDP2's gathered weights during the step, in the compute dtype: at stage 3 two blocks (one
+        # prefetched) and the root (embedding, final norm and head, never resharded), else all of them
+        ends = sum(p.numel / (mp if p.mp else 1) for p in shape.parts()
+                   if (p.where == "embed" and first) or (p.where == "head" and last))
+        block = (dense + norms - ends) / max(1, layers)
+        items["gathered weights (FSDP2)"] = compute * (2 * block + ends if r.sharding.stage == 3 else dense + norms)
+        merge = getattr(getattr(r, "gradient_merge", None), "k_steps", 1)
+        if (r.sharding.stage == 1 and merge > 1) or r.pp_degree > 1:
+            # gradients kept whole in fp32 between micro-steps (stage 1's deferred reduction; a pipeline's micro-
+            # batches but the last)
+            items["unsharded gradients (FSDP2)"] = 4 * (dense + norms)
     if moe > 1:
         items["gathered experts (FSDP2)"] = compute * (2 * experts / max(1, layers) if r.sharding.stage == 3
                                                        else experts)
@@ -200,6 +208,6 @@ def _in_flight(r: Any, pp_rank: int) -> int:
     if p.schedule in ("ScheduleGPipe", "ScheduleLoopedBFS"):
         return n
     if p.virtual_pp_degree > 1:  # interleaved: the warm-up of every local chunk
-        return min(n * p.virtual_pp_degree, math.ceil((2 * (r.pp_degree - pp_rank - 1) + (p.virtual_pp_degree - 1)
+        return min(n, math.ceil((2 * (r.pp_degree - pp_rank - 1) + (p.virtual_pp_degree - 1)
                                                         * r.pp_degree + 1) / p.virtual_pp_degree))
     return min(n, r.pp_degree - pp_rank)

@@ -108,6 +108,9 @@ def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: 
             raise ValueError(f"{name} must be a positive whole number, got {value!r}")
     if not gpu_memory > 0 or not 0 <= headroom < 1:
         raise ValueError("gpu_memory must be positive and headroom in [0, 1)")
+    for name in ("peak_flops", "utilisation", "intra_node_bandwidth", "inter_node_bandwidth"):
+        if not getattr(cost, name) > 0:
+            raise ValueError(f"the cost model's {name} must be positive, got {getattr(cost, name)!r}")
     budget = gpu_memory * (1 - headroom)
     kept: list[Candidate] = []
     cut: list[tuple[float, dict[str, Any]]] = []
@@ -176,9 +179,14 @@ def _layouts(shape: ModelShape, gpus: int, per_node: int, seq_len: int):
 
 
 def _why_not(shape: ModelShape, d: dict[str, int], per_node: int, seq_len: int, heads_ok: bool) -> str:
+    if shape.tied and (d["mp"] > 1 or d["pp"] > 1):
+        return ("mp or pp with tied embeddings (the LM head shares the embedding's weight; untie them: "
+                "tie_word_embeddings false)")
     if d["mp"] > 1 and not heads_ok:
         return (f"mp does not divide the heads ({shape.heads} query, {shape.kv_heads} key/value): each rank needs "
                 "whole heads")
+    if d["mp"] > 1 and (shape.vocab % d["mp"] or (shape.dense_layers and shape.intermediate % d["mp"])):
+        return f"mp does not divide the vocabulary ({shape.vocab}) or the MLP width ({shape.intermediate})"
     if d["mp"] > per_node or per_node % d["mp"]:
         return f"mp across nodes (mp > {per_node} GPUs a node)"
     if shape.layers % d["pp"]:
@@ -205,6 +213,7 @@ def _layout(d: dict[str, int], stage: int, recompute: bool, mbs: int, steps: int
         amp=SimpleNamespace(enabled=True, pure=True), sharding=SimpleNamespace(stage=stage),
         mp=SimpleNamespace(fused_linear_param_grad_add=False, sequence_parallel=False, recompute_allgather=False),
         recompute=SimpleNamespace(enabled=recompute),
+        gradient_merge=SimpleNamespace(k_steps=1 if pp > 1 else steps),
         pipeline=PipelineSettings(pp_degree=pp, micro_batch_size=mbs, accumulate_steps=steps, schedule=schedule))
 
 
@@ -238,10 +247,12 @@ def _step_seconds(shape: ModelShape, d: dict[str, int], layout: Any, seq_len: in
         d["ep"] * d["pp"])
     if d["dp"] > 1:
         comm += 2 * (d["dp"] - 1) / d["dp"] * params / d["sharding"] * low / bw("dp")
-    if d["sharding"] > 1:
-        n = d["sharding"]
-        gathers = 2 if layout.sharding.stage == 3 else 1
-        comm += (1 + gathers) * (n - 1) / n * params * low / bw("sharding")
+    if d["sharding"] > 1:  # every micro-step gathers the weights (twice at stage 3); gradients reduce in fp32, at
+        n = d["sharding"]  # stages 2-3 every micro-step, at stage 1 once a step
+        stage3 = layout.sharding.stage == 3
+        gathers = micro * (2 if stage3 else 1)
+        reduces = micro if layout.sharding.stage >= 2 else 1
+        comm += (gathers * low + reduces * 4) * (n - 1) / n * params / bw("sharding")
     if d["pp"] > 1:
         comm += 2 * 2 * micro * local_tokens * h * low / bw("pp")
     if d["sep"] > 1:
@@ -252,7 +263,7 @@ def _step_seconds(shape: ModelShape, d: dict[str, int], layout: Any, seq_len: in
     if d["ep"] > 1 and shape.sparse_layers:
         routed = shape.top_k * local_tokens * h * low
         comm += 4 * shape.sparse_layers / d["pp"] * micro * (d["ep"] - 1) / d["ep"] * routed / (
-            cost.inter_node_bandwidth if d["ep"] * d["mp"] > per_node else cost.intra_node_bandwidth)
+            cost.inter_node_bandwidth if d["ep"] > per_node else cost.intra_node_bandwidth)  # ep: the innermost
     bubble = (d["pp"] - 1) / micro if d["pp"] > 1 else 0.0
     return (compute + comm) * (1 + bubble)
 
@@ -270,7 +281,8 @@ def strategy_text(c: Candidate, seq_len: int, gpus: int) -> str:
             f"{c.tokens_per_second_per_gpu:,.0f} tokens/s per GPU",
             f"# memory a rank (the largest pipeline stage): {m.total / GIB:.2f} GiB = parameters "
             f"{m.parameters / GIB:.2f} + gradients {m.gradients / GIB:.2f} + optimizer {m.optimizer / GIB:.2f} + "
-            f"activations {m.activations / GIB:.2f} GiB"]
+            f"activations {m.activations / GIB:.2f} GiB",
+            f"# micro-batches of {c.micro_batch_size} sequences, {c.accumulate_steps} a step on each data rank"]
     hybrid = [f"  dp_degree: {d['dp']}", f"  mp_degree: {d['mp']}", f"  pp_degree: {d['pp']}",
               f"  sharding_degree: {d['sharding']}", f"  sep_degree: {d['sep']}", f"  cp_degree: {d['cp']}"]
     if d["ep"] > 1:
@@ -300,8 +312,8 @@ def _message(shape: ModelShape, kept: list[Candidate], least: tuple[float, Any],
                 "batch")
     states = 16 * shape.parameters / gpus
     return (f"no strategy fits in {budget / GIB:.1f} GiB a rank: the least any needs is {least[0] / GIB:.1f} GiB "
-            f"(the model states alone, 16 bytes a parameter over {gpus} ranks, are {states / 1e9:.0f} GB); "
-            "use more GPUs or GPUs with more memory")
+            f"(the model states alone, 16 bytes a parameter over {gpus} ranks, are {states / GIB:.1f} GiB = "
+            f"{states / 1e9:.0f} GB); use more GPUs or GPUs with more memory")
 
 
 def print_progress(n: int) -> None:

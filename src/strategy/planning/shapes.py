@@ -134,6 +134,7 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
     return ModelShape(
         model_type=kind, vocab=need("vocab_size"), hidden=hidden, layers=layers, heads=heads,
         kv_heads=int(c.get("num_key_value_heads") or heads), head_dim=int(c.get("head_dim") or hidden // heads),
-        intermediate=int(c.get("intermediate_size", 0)), tied=bool(c.get("tie_word_embeddings", False)),
+        intermediate=need("intermediate_size") if sparse < layers else int(c.get("intermediate_size", 0)),
+        tied=bool(c.get("tie_word_embeddings", False)),
         qkv_bias=kind == "qwen2" or bool(c.get("attention_bias", False)), qk_norm=kind in ("qwen3", "qwen3_moe"),
         experts=experts, top_k=top_k, expert_intermediate=expert_inner, sparse_layers=sparse)
