@@ -149,8 +149,9 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
             done = step + 1 - first
             bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * done / (time.perf_counter() - start):,.0f}")
             bar.update()
-        if ckpt.step(step + 1) is None and step + 1 == args.steps and ckpt.dir is not None:
-            ckpt.save(step + 1)  # the last step, always
+        if ckpt.step(step + 1) is None and step + 1 == args.steps and ckpt.dir is not None \
+                and not opt.pending_micro_steps:
+            ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
     ckpt.close()
     elapsed = time.perf_counter() - start
     if bar:

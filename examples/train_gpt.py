@@ -226,8 +226,8 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
             bar.set_postfix(loss=f"{losses[-1]:.3f}", **shown, tok_s=f"{tokens_per_step * (step + 1 - first) / elapsed:,.0f}")
             bar.update()
         saved = ckpt.step(step + 1)
-        if step + 1 == cfg.steps and saved is None and ckpt.dir is not None:
-            ckpt.save(step + 1)
+        if step + 1 == cfg.steps and saved is None and ckpt.dir is not None and not opt.pending_micro_steps:
+            ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
     ckpt.close()  # the last background save, committed
     elapsed = time.perf_counter() - start
     if bar:
@@ -297,6 +297,8 @@ def start(args: argparse.Namespace) -> tuple[strategy.DistributedStrategy, paral
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     try:
         s = strategy.load(args.strategy, overrides=args.overrides)
+        if s.checkpoint_configs.every_steps and not s.checkpoint_configs.dir:
+            s.checkpoint_configs.dir = "checkpoints"  # --save-every without a dir: under --out, as by default
         hcg = parallel.init(s)
     except strategy.StrategyError as e:
         print(e, file=sys.stderr)

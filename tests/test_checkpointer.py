@@ -95,7 +95,11 @@ def test_checkpoint_configs_resolve_into_their_settings(tmp_path):
     ('checkpoint_configs {\n  resume: "{tmp}/nowhere"\n}', "2:3",
      "checkpoint_configs.resume '{tmp}/nowhere' is no directory: give \"auto\" (the newest checkpoint in dir, if "
      "any), \"never\", or the path of a checkpoint"),
-], ids=["every_steps_without_dir", "dir_under_a_file", "resume_nowhere"])
+    ("gradient_merge: true gradient_merge_configs { k_steps: 4 }\ncheckpoint_configs {\n  dir: \"{tmp}/ck\"\n"
+     "  every_steps: 6\n}", "4:3",
+     "checkpoint_configs.every_steps 6 is not a multiple of gradient_merge_configs.k_steps 4: a save inside a merge "
+     "would lose the gradients of its micro-steps; save after an update (every_steps: 4)"),
+], ids=["every_steps_without_dir", "dir_under_a_file", "resume_nowhere", "inside_a_merge"])
 def test_validate_refuses_checkpoint_configs_a_run_could_not_use(tmp_path, capsys, text, where, message):
     file = tmp_path / "a_file"
     file.write_text("")
@@ -105,3 +109,25 @@ def test_validate_refuses_checkpoint_configs_a_run_could_not_use(tmp_path, capsy
     assert main(["validate", str(path)]) == 1
     expected = message.replace("{file}", fill["file"]).replace("{tmp}", fill["tmp"])
     assert capsys.readouterr().err.strip() == f"{path}:{where}: {expected}"
+
+
+def test_a_save_killed_between_its_renames_is_put_back_not_removed(tmp_path):
+    new = tmp_path / ".step-3.partial-0123456789ab"
+    old = tmp_path / ".step-3.old-ba9876543210"
+    for d in (new, old):
+        d.mkdir()
+        (d / "checkpoint.json").write_text("{}")
+    (new / "which").write_text("new")
+    (tmp_path / ".step-5.partial-aaaaaaaaaaaa").mkdir()  # unfinished: no marker
+    catalog.remove_debris(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-3"]
+    assert (tmp_path / "step-3" / "which").read_text() == "new"
+
+
+def test_keep_last_counts_down_from_the_checkpoint_just_written(tmp_path):
+    """A run resumed from an older checkpoint (or started with resume "never") in a dir holding higher steps removes
+    its own old ones, never the one it just wrote nor the other run's."""
+    for step in (1, 2, 3, 7, 8):
+        _fake_checkpoint(tmp_path, step)
+    catalog.retire(tmp_path, keep_last=2, newest=tmp_path / "step-3")
+    assert [step for step, _ in catalog.complete(tmp_path)] == [8, 7, 3, 2]

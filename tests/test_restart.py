@@ -18,7 +18,7 @@ import torch
 
 from conftest import ROOT
 
-STEPS, EVERY = 16, 2
+STEPS, EVERY = 24, 2  # the kill lands after step 2's save, long before the end
 LAYOUTS = {
     "dp2": "hybrid_configs { dp_degree: 2 }",
     "mp2": "hybrid_configs { mp_degree: 2 }",

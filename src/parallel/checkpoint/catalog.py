@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch.distributed.checkpoint as dcp
 
+from . import rank_state
 from .save_load import MARKER, read_marker
 
 __all__ = ["PREFIX", "complete", "newest_readable", "problem", "remove_debris", "retire", "step_dir"]
@@ -60,9 +61,11 @@ def problem(path: Path) -> str | None:
             return f"{name} holds {f.stat().st_size} bytes, the metadata says at least {end} (truncated)"
     world = (meta.get("layout") or {}).get("world_size")
     if meta.get("rank_state") and world:
-        missing = [r for r in range(world) if not (path / f"rank-{r}.pt").is_file()]
-        if missing:
-            return f"rank-{missing[0]}.pt is missing"
+        for r in range(world):
+            try:
+                rank_state.read(path, r)
+            except Exception as e:  # noqa: BLE001 - a missing or truncated pickle raises anything
+                return f"rank-{r}.pt is not readable ({type(e).__name__})"
     return None
 
 
@@ -78,22 +81,38 @@ def newest_readable(root: Path) -> tuple[Path | None, list[str]]:
     return None, skipped
 
 
-def retire(root: Path, keep_last: int) -> None:
-    """Remove the complete checkpoints beyond the newest `keep_last` (0: keep all), oldest first. Each is renamed
-    out of the catalog first (one atomic step), then deleted: a crash mid-deletion leaves hidden debris, never a
-    half-deleted checkpoint that looks complete, and nothing newer is touched."""
+def retire(root: Path, keep_last: int, *, newest: Path | None = None) -> None:
+    """Remove the complete checkpoints beyond the newest `keep_last` (0: keep all), oldest first, counting from
+    `newest` (the one just written) down: steps above it (another run's, in the same dir) are left alone. Each is
+    renamed out of the catalog first (one atomic step), then deleted: a crash mid-deletion leaves hidden debris, never
+    a half-deleted checkpoint that looks complete, and nothing newer is touched."""
     if keep_last <= 0:
         return
-    for _, old in reversed(complete(root)[keep_last:]):
+    found = complete(root)
+    if newest is not None:
+        mine = _NAME.fullmatch(newest.name)
+        if mine is None:
+            return
+        found = [(step, path) for step, path in found if step <= int(mine.group(1))]
+    for _, old in reversed(found[keep_last:]):
         doomed = root / f".{old.name}.deleting-{uuid.uuid4().hex[:12]}"
         old.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
 
 
 def remove_debris(root: Path) -> None:
-    """What killed saves and deletions left: hidden partial, old and deleting directories of step checkpoints."""
+    """What killed saves and deletions left: hidden partial, old and deleting directories of step checkpoints. A save
+    killed between its two renames (re-saving a step) left its finished copy hidden and no `step-N`: that copy (the new
+    one, or else the old) is put back first."""
     if not root.is_dir():
         return
-    for d in root.glob(f".{PREFIX}*"):
-        if d.is_dir() and re.fullmatch(rf"\.{PREFIX}\d+\.(partial|deleting)-[0-9a-f]+", d.name):
+    hidden = [d for d in root.glob(f".{PREFIX}*")
+              if d.is_dir() and re.fullmatch(rf"\.{PREFIX}\d+\.(partial|old|deleting)-[0-9a-f]+", d.name)]
+    for kind in ("partial", "old"):
+        for d in hidden:
+            target = root / d.name[1:].split(".")[0]
+            if f".{kind}-" in d.name and not target.exists() and (d / MARKER).is_file():
+                d.rename(target)
+    for d in hidden:
+        if d.exists():
             shutil.rmtree(d, ignore_errors=True)

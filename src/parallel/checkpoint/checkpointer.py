@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
@@ -84,36 +85,50 @@ class Checkpointer:
         return self.resumed.step or 0
 
     def _resume_path(self) -> Path | None:
-        """Rank 0 chooses (the others may see the directory later), every rank gets its answer."""
+        """Rank 0 chooses (the others may see the directory later), every rank gets its answer, or its error."""
         resume = self.settings.resume
         if resume == "never":
             return None
-        if resume != "auto":
+        if resume != "auto" and self.dir is None:
             return Path(resume).absolute()
-        if self.dir is None:
-            return None
-        choice: list[Any] = [None, []]
+        choice: list[Any] = [None, [], None]
         if self.hcg.rank == 0:
-            catalog.remove_debris(self.dir)
-            path, skipped = catalog.newest_readable(self.dir)
-            choice = [str(path) if path else None, skipped]
+            try:
+                choice = self._choose(None if resume == "auto" else Path(resume).absolute())
+            except Exception as e:  # noqa: BLE001 - every rank raises it, none waits for rank 0
+                choice = [None, [], f"{type(e).__name__}: {e}"]
         dist.broadcast_object_list(choice, src=0)
+        if choice[2]:
+            raise RuntimeError(f"choosing the checkpoint to resume from failed on rank 0: {choice[2]}")
         if self.hcg.rank == 0:
             for message in choice[1]:
                 warnings.warn(message, RuntimeWarning, stacklevel=3)
         return Path(choice[0]) if choice[0] else None
 
+    def _choose(self, given: Path | None) -> list[Any]:
+        """[path or None, warnings, None]: the newest readable checkpoint of dir, or `given` unless dir holds a newer
+        one (a job restarted under torchrun goes on from its own periodic saves, not from the path it began with)."""
+        assert self.dir is not None
+        catalog.remove_debris(self.dir)
+        path, skipped = catalog.newest_readable(self.dir)
+        if given is not None:
+            newer = path is not None and (read_marker(path).get("step") or 0) > (read_marker(given).get("step") or 0)
+            if not newer:
+                return [str(given), [], None]
+            skipped.append(f"{path} is newer than checkpoint_configs.resume {given}: continuing from it (a restart)")
+        return [str(path) if path else None, skipped, None]
+
     def _restore_rank_state(self, path: Path) -> None:
-        saved = (self.resumed.layout if self.resumed else {}).get("world_size")
-        if saved == self.hcg.world_size:
+        if self.resumed is not None and self.resumed.resharded is None:  # the same layout: each rank its own
             rank_state.restore(rank_state.read(path, self.hcg.rank), self._objects)
             return
-        # Another world: rank r's generators and data position belong to no rank here; the scheduler is the same on
-        # every rank.
+        # Another layout: rank r's generators and data position belong to no rank here (or to one with another role);
+        # the scheduler is the same on every rank.
         rank_state.restore(rank_state.read(path, 0), {"scheduler": self._objects.get("scheduler")}, rng=False)
         if self.hcg.rank == 0:
-            warnings.warn(f"{path}: saved by {saved} ranks, resumed on {self.hcg.world_size}: the scheduler is restored, "
-                          "each rank's RNG states and data position start afresh", RuntimeWarning, stacklevel=3)
+            assert self.resumed is not None
+            warnings.warn(f"{path}: saved at another layout ({self.resumed.resharded}): the scheduler is restored, each "
+                          "rank's RNG states and data position start afresh", RuntimeWarning, stacklevel=3)
 
     # -- save --------------------------------------------------------------------------------------------------
     def step(self, step: int) -> Path | None:
@@ -130,6 +145,10 @@ class Checkpointer:
             raise RuntimeError("Checkpointer.save before start(model, optimizer): call start first")
         if self.dir is None:
             raise ValueError("checkpoint_configs.dir is not set: the Checkpointer has nowhere to save")
+        if getattr(self._optimizer, "pending_micro_steps", 0):
+            raise ValueError(f"step {step} is inside a gradient merge (the optimizer holds gradients of micro-steps "
+                             "not yet applied, which a checkpoint does not keep): save after an update, e.g. "
+                             "checkpoint_configs.every_steps a multiple of gradient_merge_configs.k_steps")
         self.wait()
         target = catalog.step_dir(self.dir, step)
         pending = begin_save(target, self._model, self._optimizer, step=step, hcg=self.hcg,
@@ -137,8 +156,12 @@ class Checkpointer:
         if self._group is None:
             dcp.save(pending.state, checkpoint_id=str(pending.partial))
             dist.barrier()  # every rank's shards are on disk
-            self._finish(pending)
-            dist.barrier()
+            error = None
+            try:
+                self._finish(pending)
+            except Exception as e:  # noqa: BLE001 - shared below, so no rank waits on a barrier rank 0 left
+                error = e
+            _agree_done(error, "saving " + str(target))
             return target
         # The state is copied before async_save returns (its staging), so training may change the tensors at once;
         # rank 0's future completes only after every rank's write (DCP gathers their results to finish).
@@ -150,7 +173,7 @@ class Checkpointer:
             try:
                 f.result()
                 self._finish(pending)
-            except BaseException as e:  # noqa: BLE001 - raised in the training thread, at the next wait
+            except BaseException as e:  # noqa: BLE001 - raised on every rank at the next wait
                 errors.append(e)
             finally:
                 done.set()
@@ -160,10 +183,10 @@ class Checkpointer:
         return target
 
     def _finish(self, pending: Any) -> None:
-        """Rank 0: the marker, the rename into place, then the old checkpoints beyond keep_last."""
+        """Rank 0: the marker, the rename into place, then the older checkpoints beyond keep_last."""
         pending.commit()
         if self.hcg.rank == 0 and self.dir is not None:
-            catalog.retire(self.dir, self.settings.keep_last)
+            catalog.retire(self.dir, self.settings.keep_last, newest=pending.target)
 
     @property
     def saving(self) -> bool:
@@ -176,10 +199,8 @@ class Checkpointer:
             return
         future, done, errors = self._inflight
         self._inflight = None
-        future.result()
         done.wait()
-        if errors:
-            raise errors[0]
+        _agree_done(errors[0] if errors else None, "the background save")
 
     def close(self) -> None:
         """Wait for the save in flight and release the background group."""
@@ -195,3 +216,14 @@ class Checkpointer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _agree_done(error: BaseException | None, what: str) -> None:
+    """Every rank learns whether any failed (one all-reduce on the default group) and all raise together: a rank
+    that raised alone would leave the others waiting in their next collective."""
+    failed = torch.tensor([1.0 if error is not None else 0.0])
+    dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+    if error is not None:
+        raise error
+    if failed.item():
+        raise RuntimeError(f"{what} failed on another rank (its error is in that rank's log)")

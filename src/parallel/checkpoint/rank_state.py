@@ -4,6 +4,7 @@ rank writes its own small file beside the shards (`rank-R.pt`)."""
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 from pathlib import Path
@@ -51,7 +52,14 @@ def restore(state: dict[str, Any], objects: dict[str, Stateful | None], *, rng: 
 
 
 def write(directory: Path, rank: int, state: dict[str, Any]) -> None:
-    torch.save(state, directory / f"rank-{rank}.pt")
+    """Atomically and durably (a temporary file, fsynced, renamed): a crash leaves no half-written rank file."""
+    target = directory / f"rank-{rank}.pt"
+    tmp = directory / f".rank-{rank}.pt.tmp"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
 
 
 def read(directory: Path, rank: int) -> dict[str, Any]:

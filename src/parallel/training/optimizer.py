@@ -142,6 +142,11 @@ class HybridParallelOptimizer:
         return (self._micro + 1) % self.merge_steps != 0
 
     @property
+    def pending_micro_steps(self) -> int:
+        """Micro-steps whose gradients gradient merge holds, not yet applied (0 right after an update)."""
+        return self._micro
+
+    @property
     def skipped_last_step(self) -> bool:
         """True when the last update was skipped because some rank's gradient held inf/NaN."""
         return self._found_inf

@@ -36,7 +36,12 @@ def settings(s: DistributedStrategy, positions: Mapping[str, Location], source: 
         why = _unwritable(Path(c.dir))
         if why:
             raise fail("dir", f"{FIELD}.dir {c.dir!r} cannot be written: {why}; choose a directory this user can write")
-    if c.resume not in ("auto", "never") and not Path(c.resume).is_dir():
+    k = s.gradient_merge_configs.k_steps if s.gradient_merge else 1
+    if c.every_steps > 0 and k > 1 and c.every_steps % k:
+        raise fail("every_steps", f"{FIELD}.every_steps {c.every_steps} is not a multiple of gradient_merge_configs."
+                   f"k_steps {k}: a save inside a merge would lose the gradients of its micro-steps; save after an "
+                   f"update (every_steps: {c.every_steps // k * k or k})")
+    if c.resume not in ("auto", "never") and (not c.resume or not Path(c.resume).is_dir()):
         raise fail("resume", f"{FIELD}.resume {c.resume!r} is no directory: give \"auto\" (the newest checkpoint in dir, "
                    "if any), \"never\", or the path of a checkpoint")
     return CheckpointSettings(dir=c.dir, every_steps=c.every_steps, keep_last=c.keep_last, async_save=c.async_save,
