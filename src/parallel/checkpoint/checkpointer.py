@@ -87,9 +87,9 @@ class Checkpointer:
     def _resume_path(self) -> Path | None:
         """Rank 0 chooses (the others may see the directory later), every rank gets its answer, or its error."""
         resume = self.settings.resume
-        if resume == "never":
+        if resume == "never" or (resume == "auto" and self.dir is None):
             return None
-        if resume != "auto" and self.dir is None:
+        if self.dir is None:  # a path, and no dir of periodic saves that could hold a newer one
             return Path(resume).absolute()
         choice: list[Any] = [None, [], None]
         if self.hcg.rank == 0:

@@ -51,7 +51,8 @@ FACTS: dict[str, str] = {
     "sequence_parallel": "hybrid_configs.mp_configs.sequence_parallel when mp_degree > 1",
     "ckpt_enable": "whether the tool saves checkpoints at all: off, the checkpoint keys set nothing",
     "ckpt_dir": "checkpoint_configs.dir",
-    "ckpt_every": "checkpoint_configs.every_steps (with a dir)",
+    "ckpt_every": "checkpoint_configs.every_steps (with a dir; × gradient_merge_configs.k_steps: the tools count "
+                  "optimizer updates, a step here is a micro-step)",
     "ckpt_keep": "checkpoint_configs.keep_last (0: all)",
     "ckpt_async": "checkpoint_configs.async_save",
 }

@@ -131,7 +131,11 @@ class _Planner:
                 self.mark(fact, "no counterpart", "saving every N steps needs checkpoint_configs.dir, which the file "
                           "leaves out")
                 continue
-            self.set(f"checkpoint_configs.{name}", self.get(fact), fact, "ckpt_enable")
+            value = self.get(fact)
+            if name == "every_steps" and self.strategy.get("gradient_merge"):
+                # the tools count optimizer updates; a training step here is a micro-step of gradient merge
+                value *= self.strategy.get("gradient_merge_configs", {}).get("k_steps", 1)
+            self.set(f"checkpoint_configs.{name}", value, fact, "ckpt_enable")
 
     def degrees(self) -> None:
         if self.world is None and self.has("world_size"):

@@ -22,7 +22,9 @@ recompute_allgather); sep and cp divide the tokens (cp all-gathers keys and valu
 sequence). Recompute keeps a layer's input (h) and recomputes one layer at a time. The last stage adds the final
 norm (3h + 1, fp32) and the logits twice (2v, fp32: the upcast and the loss's log-softmax), the first the token ids. Under bf16/fp16 the linear outputs take 2 bytes and the norms'
 fp32 internals 4. Pipelines hold several micro-batches: 1F1B stage s up to pp − s of them (at most the micro-batches
-of a step), GPipe all of them.
+of a step), GPipe all of them. FSDP2 adds the weights it gathers (two blocks and the never-resharded root at stage
+3, all of them below) and, under stage 1 with gradient merge or inside a pipeline, the whole fp32 gradients it keeps
+between micro-steps.
 """
 
 # Annotations stay evaluated (no `from __future__ import annotations`): see resolution/layout.py.
