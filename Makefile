@@ -54,7 +54,9 @@ HF_RANGE_TESTS := tests/test_transformers_versions.py \
 	tests/test_pipeline.py::test_llama_at_pp2_trains_as_one_process_on_every_schedule \
 	tests/test_sep.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
 	tests/test_cp.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
-	tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process \
+	"tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2]" \
+	"tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[mixtral_ep2]" \
+	"tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2_mp2_dp2]" \
 	tests/test_checkpoint.py::test_full_state_dict_of_a_parallelised_llama_loads_into_a_plain_one_with_the_same_logits
 
 # Static checks: pyflakes-level lint everywhere, types on the two packages.
