@@ -123,21 +123,10 @@ def ep_with_pp() -> str:
 
 
 def finetune_losses(path: str, steps: int, model_type: str) -> list[float]:
-    """examples/finetune_hf.py's model (`--model-type`) and loop under `path` (a file, or strategy text)."""
-    import argparse
-    import importlib
-    import sys
+    """examples/finetune_hf.py's MoE model (`--model-type`) and loop under `path`, with this file's AdamW eps."""
+    import tp_sep_cases
 
-    from conftest import ROOT
-
-    sys.path.insert(0, str(ROOT / "examples"))
-    finetune = importlib.import_module("finetune_hf")
-    hcg = init(strategy.load(path) if path.endswith(".prototxt") else strategy.loads(path))
-    model, encode = finetune.build_model(None, 32, model_type)
-    parallel.parallelize(model)
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3, eps=EPS))
-    args = argparse.Namespace(steps=steps, batch_size=2, seq_len=32)
-    return finetune.train(model, opt, encode(finetune.corpus_text()), args, hcg, progress=False)["losses"]
+    return tp_sep_cases.finetune_losses(path, steps, model_type, eps=EPS)
 
 
 class OwnExperts(torch.nn.Module):

@@ -250,8 +250,9 @@ def demo_losses(text: str, steps: int) -> list[float]:
     return gpt.train(gpt.Config(steps=steps, batch_size=4, seq_len=32), hcg)["losses"]
 
 
-def finetune_losses(path: str, steps: int) -> list[float]:
-    """examples/finetune_hf.py's model and loop (split_sequence, the Hugging Face attention switched) under `path`."""
+def finetune_losses(path: str, steps: int, model_type: str = "llama", eps: float = 1e-8) -> list[float]:
+    """examples/finetune_hf.py's model (`--model-type`) and loop (split_sequence, the Hugging Face attention switched)
+    under `path` (a file, or strategy text); AdamW with `eps`."""
     import argparse
     import importlib
     import sys
@@ -261,9 +262,9 @@ def finetune_losses(path: str, steps: int) -> list[float]:
     sys.path.insert(0, str(ROOT / "examples"))
     finetune = importlib.import_module("finetune_hf")
     hcg = init(strategy.load(path) if path.endswith(".prototxt") else strategy.loads(path))
-    model, encode = finetune.build_model(None, 32)
+    model, encode = finetune.build_model(None, 32, model_type)
     parallel.parallelize(model)
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3, eps=eps))
     args = argparse.Namespace(steps=steps, batch_size=2, seq_len=32)
     return finetune.train(model, opt, encode(finetune.corpus_text()), args, hcg, progress=False)["losses"]
 

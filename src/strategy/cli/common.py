@@ -74,15 +74,19 @@ def add_set(p: argparse.ArgumentParser) -> None:
                         "a.b=[x, y], replacing the file's items")
 
 
-def _positive(text: str) -> int:
-    value = int(text)
+def positive(text: str) -> int:
+    """An argparse type: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
 def add_world_size(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--world-size", type=_positive, metavar="N", help="number of ranks (default: WORLD_SIZE, else the degrees' product)")
+    p.add_argument("--world-size", type=positive, metavar="N", help="number of ranks (default: WORLD_SIZE, else the degrees' product)")
 
 
 _SCALE = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}

@@ -6,21 +6,11 @@ import argparse
 import sys
 
 from ..formats.codec import format_for
-from .common import STDIO, subparser, write
+from .common import STDIO, positive, subparser, write
 
 __all__ = ["register"]
 
 _KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron")  # strategy.importers.KINDS, not imported at start-up
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("input", metavar="FILE", help="the config to import")
     p.add_argument("--from", dest="kind", choices=_KINDS, help="the tool (default: told from the file)")
-    p.add_argument("--world-size", type=_positive, metavar="N", help="number of ranks (default: the file's own, if any)")
+    p.add_argument("--world-size", type=positive, metavar="N", help="number of ranks (default: the file's own, if any)")
     p.add_argument("-o", "--output", metavar="OUT", default=STDIO, help="output file (default: standard output)")
     p.set_defaults(run=_import)
 

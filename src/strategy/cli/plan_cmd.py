@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from .common import subparser
+from .common import positive, subparser
 
 __all__ = ["register"]
 
@@ -21,16 +21,6 @@ def _bytes(text: str) -> float:
     if not m or m.group(2).lower() not in _UNITS:
         raise argparse.ArgumentTypeError(f"expected a size such as 80GiB or 80GB, got {text!r}")
     return float(m.group(1)) * _UNITS[m.group(2).lower()]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,13 +37,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, metavar="CONFIG", help="a Hugging Face config.json (Llama, Mistral, "
                    "Qwen2, Qwen3, Mixtral, Qwen3-MoE)")
-    p.add_argument("--gpus", type=_positive, required=True, metavar="N", help="GPUs in all (the world size)")
+    p.add_argument("--gpus", type=positive, required=True, metavar="N", help="GPUs in all (the world size)")
     p.add_argument("--gpu-memory", type=_bytes, required=True, metavar="SIZE", help="memory of one GPU, e.g. 80GiB")
-    p.add_argument("--gpus-per-node", type=_positive, default=8, metavar="N", help="(default 8): mp stays in a node")
-    p.add_argument("--seq-len", type=_positive, required=True, metavar="S", help="tokens a sequence")
-    p.add_argument("--global-batch", type=_positive, required=True, metavar="SEQUENCES",
+    p.add_argument("--gpus-per-node", type=positive, default=8, metavar="N", help="(default 8): mp stays in a node")
+    p.add_argument("--seq-len", type=positive, required=True, metavar="S", help="tokens a sequence")
+    p.add_argument("--global-batch", type=positive, required=True, metavar="SEQUENCES",
                    help="sequences of --seq-len tokens a step, as Megatron and PaddleNLP count it")
-    p.add_argument("--top", type=_positive, default=5, metavar="K", help="candidates to show (default 5)")
+    p.add_argument("--top", type=positive, default=5, metavar="K", help="candidates to show (default 5)")
     p.add_argument("--headroom", type=float, default=0.1, metavar="F",
                    help="share of the GPU memory left free for the allocator, buffers and the framework (default 0.1)")
     p.add_argument("--peak-tflops", type=float, default=989.0, metavar="T",

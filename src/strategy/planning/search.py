@@ -118,13 +118,11 @@ def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: 
     least: tuple[float, MemoryEstimate | None] = (math.inf, None)
     searched = 0
     for degrees, why in _layouts(shape, gpus, gpus_per_node, seq_len):
+        data = degrees["dp"] * degrees["sharding"]
+        if not why and global_batch % data:
+            why = f"the global batch {global_batch} does not divide over the data ranks"
         if why:
             reasons[why] = reasons.get(why, 0) + 1
-            continue
-        data = degrees["dp"] * degrees["sharding"]
-        if global_batch % data:
-            reasons[f"the global batch {global_batch} does not divide over the data ranks"] = \
-                reasons.get(f"the global batch {global_batch} does not divide over the data ranks", 0) + 1
             continue
         rows = global_batch // data
         stages = (1, 3) if degrees["sharding"] > 1 else (1,)
