@@ -128,3 +128,12 @@ def test_a_cost_model_constant_that_is_not_positive_is_refused():
     with pytest.raises(ValueError, match="the cost model's utilisation must be positive, got 0"):
         strategy.plan(LLAMA2_7B, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64,
                       cost=strategy.CostModel(utilisation=0))
+
+
+def test_a_config_that_is_not_json_names_the_file_line_and_column(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text('{\n  "hidden_size": 64,\n  oops\n}\n')
+    assert main(["plan", "--model", str(path), "--gpus", "8", "--gpu-memory", "80GB", "--seq-len", "1024",
+                 "--global-batch", "8"]) == 2
+    assert capsys.readouterr().err.strip() == (f"strategy plan: {path}:3:3: not a JSON config: Expecting property name "
+                                               "enclosed in double quotes")

@@ -109,7 +109,13 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
         c = dict(config)
     else:
         with open(config, encoding="utf-8") as f:
-            c = dict(json.load(f))
+            try:
+                loaded = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{config}:{e.lineno}:{e.colno}: not a JSON config: {e.msg}") from None
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{config}: a Hugging Face config.json holds one object, not {type(loaded).__name__}")
+        c = loaded
     kind = str(c.get("model_type", "llama"))
     if kind not in KNOWN:
         raise ValueError(f"model_type {kind!r} is not a decoder the memory model knows ({', '.join(KNOWN)})")
