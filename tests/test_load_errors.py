@@ -43,6 +43,48 @@ def test_warn_policy_drops_unknown_keys_with_a_warning(write, name):
     assert not s.hybrid_configs.mp_configs.mp_async_allreduce
 
 
+MISSPELLED_BOOL = {
+    "f.prototxt": "hybrid_configs {\n  mp_configs {\n    mp_async_allreduce: flase\n  }\n}\n",
+    "f.json": '{\n  "hybrid_configs": {\n    "mp_configs": {\n      "mp_async_allreduce": "flase"\n    }\n  }\n}\n',
+    "f.yaml": "hybrid_configs:\n  mp_configs:\n    mp_async_allreduce: flase\n",
+}
+MISSPELLED_BOOL_AT = {"f.prototxt": (3, 25), "f.json": (4, 29), "f.yaml": (3, 25)}
+MISSPELLED_BOOL_GOT = {"f.prototxt": "the bare word flase", "f.json": "the string 'flase'", "f.yaml": "the string 'flase'"}
+
+
+@pytest.mark.parametrize("name", list(MISSPELLED_BOOL))
+def test_a_word_close_to_a_bool_suggests_the_bool_at_the_value(write, name):
+    path = write(name, MISSPELLED_BOOL[name])
+    line, column = MISSPELLED_BOOL_AT[name]
+    assert str(error_of(path)) == (f"{path}:{line}:{column}: hybrid_configs.mp_configs.mp_async_allreduce expects "
+                                   f"true or false, got {MISSPELLED_BOOL_GOT[name]}; did you mean false?")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("mode: COLECTIVE", "mode expects one of COLLECTIVE, PS, PIPELINE, HETER, got the bare word COLECTIVE; "
+                        "did you mean COLLECTIVE?"),
+    ('mode: "PIPELINE"', "mode expects one of COLLECTIVE, PS, PIPELINE, HETER, got the string 'PIPELINE'; "
+                         "did you mean PIPELINE?"),
+    ('hybrid_configs { mp_configs { tp_plan { pattern: "*.q_proj" style: colwise } } }',
+     "got the bare word colwise; did you mean COLWISE?"),
+])
+def test_a_misspelled_enum_value_suggests_the_closest_name_spelled_bare(text, message):
+    with pytest.raises(StrategyError) as info:
+        strategy.loads(text)
+    assert info.value.message.endswith(message)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("hybrid_configs { mp_configs { mp_async_allreduce: yes } }",
+     "hybrid_configs.mp_configs.mp_async_allreduce expects true or false, got the bare word yes"),
+    ("hybrid_configs { mp_degree: two }", "hybrid_configs.mp_degree expects an integer, got the bare word two"),
+])
+def test_a_bare_word_close_to_nothing_the_field_takes_gets_no_guess_and_no_advice_to_quote_it(text, message):
+    with pytest.raises(StrategyError) as info:
+        strategy.loads(text)
+    assert info.value.message == message
+
+
 REQUIRES = {
     "tp.prototxt": "# tensor parallel\nhybrid_configs {\n  mp_degree: 2\n  mp_configs {\n    sync_param: true\n    mp_skip_c_identity: true\n  }\n}\n",
     "tp.json": '{"hybrid_configs": {"mp_degree": 2,\n  "mp_configs": {"mp_skip_c_identity": true}}}',

@@ -1,5 +1,6 @@
 """`strategy plan` and strategy.plan: published Llama-2 configs on 8 and 64 GPUs of 80 GB at 4,096 tokens, files that
-validate, nothing over memory listed, and a clear message when nothing can be listed."""
+validate, nothing over memory listed, the cut layouts a user can act on (a few, near the memory budget or a global
+batch away), and a clear message when nothing can be listed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 import strategy
 from strategy.cli import main
+from strategy.planning.search import CUT_SHOWN, NEAR_MEMORY
 from strategy.planning.shapes import model_shape
 
 GIB = 2 ** 30
@@ -49,7 +51,9 @@ def test_every_candidate_fits_and_its_file_validates_at_the_world_size(tmp_path,
         degrees = c["degrees"]
         assert degrees["dp"] * degrees["mp"] * degrees["pp"] * degrees["sharding"] * degrees["sep"] * degrees["cp"] == gpus
         assert degrees["mp"] <= 8  # within a node
-    assert all("over memory by" in c["why"] for c in result["cut"] if "degrees" in c)
+    for c in (c for c in result["cut"] if "degrees" in c):
+        assert c["why"].startswith("over memory by") and c["memory"]["total"] <= NEAR_MEMORY * 80e9 * 0.9
+        assert c["tokens_per_second_per_gpu"] > result["candidates"][0]["tokens_per_second_per_gpu"]
 
 
 def test_70b_on_8_gpus_gets_no_candidate_and_the_least_memory_a_rank_needs(capsys, tmp_path):
@@ -61,8 +65,8 @@ def test_70b_on_8_gpus_gets_no_candidate_and_the_least_memory_a_rank_needs(capsy
     assert out.startswith("no strategy fits in 67.1 GiB a rank: the least any needs is ")
     assert "(the model states alone, 16 bytes a parameter over 8 ranks, are 128.5 GiB = 138 GB)" in out
     result = strategy.plan(LLAMA2_70B, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
-    assert not result.candidates and result.cut  # the fastest of those cut, with why
-    assert all("over memory by" in c["why"] for c in result.cut if "degrees" in c)
+    assert not result.candidates
+    assert not [c for c in result.cut if "degrees" in c]  # twice the memory: no layout near enough to list
 
 
 def test_a_memory_too_small_for_any_strategy_says_what_it_would_need():
@@ -137,3 +141,61 @@ def test_a_config_that_is_not_json_names_the_file_line_and_column(tmp_path, caps
                  "--global-batch", "8"]) == 2
     assert capsys.readouterr().err.strip() == (f"strategy plan: {path}:3:3: not a JSON config: Expecting property name "
                                                "enclosed in double quotes")
+
+
+
+def plan_out(tmp_path, capsys, config: dict, gpus: int, global_batch: int, *extra: str) -> str:
+    """`strategy plan`'s output for `config` on `gpus` GPUs of 80 GiB, 4,096 tokens a sequence."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    main(["plan", "--model", str(path), "--gpus", str(gpus), "--gpu-memory", "80GiB", "--seq-len", "4096",
+          "--global-batch", str(global_batch), *extra])
+    return capsys.readouterr().out
+
+
+def cut_lines(out: str) -> list[str]:
+    """The layouts of the table's cut list."""
+    lines = out.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.startswith("cut, "))
+    end = next(k for k, line in enumerate(lines) if line.startswith("left out by"))
+    return lines[start + 1:end]
+
+
+def test_the_cut_list_shows_the_layouts_faster_than_the_first_within_a_quarter_over_memory(tmp_path, capsys):
+    out = plan_out(tmp_path, capsys, LLAMA2_70B, 64, 256, "--top", "3")
+    assert "cut, faster than #1 (over memory by at most 25%, or a global batch the data ranks do not divide):" in out
+    assert cut_lines(out) == [
+        "  dp 1 mp 4 pp 16 sharding 1 sep 1 cp 1 ep 1, recompute off, micro-batch 1, 787 tok/s/GPU: over memory by "
+        "8.3 GiB (80.3 GiB a rank, 72.0 GiB usable)",
+        "  dp 2 mp 8 pp 4 sharding 1 sep 1 cp 1 ep 1, recompute off, micro-batch 1, 778 tok/s/GPU: over memory by "
+        "11.3 GiB (83.3 GiB a rank, 72.0 GiB usable)",
+    ]
+    result = strategy.plan(LLAMA2_70B, gpus=64, gpu_memory=80 * GIB, seq_len=4096, global_batch=256, top=3)
+    cut = [c for c in result.cut if "degrees" in c]
+    assert len(cut) == 2 and all(c["memory"]["total"] <= NEAR_MEMORY * 72 * GIB for c in cut)
+
+
+def test_the_cut_list_is_at_most_five_layouts_each_at_the_nearest_global_batch_its_data_ranks_divide(tmp_path, capsys):
+    lines = cut_lines(plan_out(tmp_path, capsys, LLAMA2_7B, 24, 256))
+    assert len(lines) == CUT_SHOWN == 5
+    assert lines[0] == ("  dp 6 mp 2 pp 2 sharding 1 sep 1 cp 1 ep 1, recompute off, micro-batch 1, 8,908 tok/s/GPU: the "
+                        "global batch 256 does not divide over its 6 data ranks; predicted at 258")
+    result = strategy.plan(LLAMA2_7B, gpus=24, gpu_memory=80 * GIB, seq_len=4096, global_batch=256)
+    for c in (c for c in result.cut if "degrees" in c):
+        data = c["degrees"]["dp"] * c["degrees"]["sharding"]
+        assert c["global_batch"] % data == 0 and abs(c["global_batch"] - 256) <= data / 2
+        assert c["memory"]["total"] <= 72 * GIB
+
+
+def test_a_cut_layout_names_its_sharding_stage_only_when_sharding_is_on(tmp_path, capsys):
+    assert cut_lines(plan_out(tmp_path, capsys, LLAMA2_7B, 7, 8)) == [
+        "  dp 1 mp 1 pp 1 sharding 7 (stage 1) sep 1 cp 1 ep 1, recompute off, micro-batch 1, 8,264 tok/s/GPU: the "
+        "global batch 8 does not divide over its 7 data ranks; predicted at 7"]
+    assert all("stage" not in line for line in cut_lines(plan_out(tmp_path, capsys, LLAMA2_70B, 64, 256)))
+
+
+def test_a_written_file_counts_its_micro_batch_in_sequences_singular_for_one(tmp_path, capsys):
+    plan_out(tmp_path, capsys, LLAMA2_7B, 64, 256, "--write", str(tmp_path / "plans"))
+    comments = {k: (tmp_path / "plans" / f"candidate-{k}.prototxt").read_text().splitlines()[2] for k in (1, 2)}
+    assert comments == {1: "# micro-batches of 2 sequences, 4 a step on each data rank",
+                        2: "# micro-batches of 1 sequence, 8 a step on each data rank"}

@@ -31,8 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "memory a rank (parameters, gradients, optimizer state, activations; the memory model of\n"
         "strategy.estimate_memory) fits --gpu-memory less --headroom, and rank them by a cost model (compute,\n"
         "each axis's communication, the pipeline bubble; its constants are flags, the defaults an H100 SXM node's).\n"
-        "Prints the fastest --top, and why the best of the others were cut; --write DIR writes each as a strategy\n"
-        "file that `strategy validate --world-size N` accepts.",
+        "Prints the fastest --top, and the faster layouts cut for what a user can change (over memory by at most\n"
+        "25%, a global batch the data ranks do not divide); --write DIR writes each as a strategy file that\n"
+        "`strategy validate --world-size N` accepts.",
         "strategy plan --model config.json --gpus 64 --gpu-memory 80GiB --seq-len 4096 --global-batch 512",
     )
     p.add_argument("--model", required=True, metavar="CONFIG", help="a Hugging Face config.json (Llama, Mistral, "
@@ -86,6 +87,8 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _table(result, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-def]
+    from ..planning.search import NEAR_MEMORY
+
     gib = 2 ** 30
     lines = [f"{result.message} (searched {result.searched:,} on {args.gpus} GPUs of {args.gpu_memory / gib:.0f} GiB, "
              f"{args.headroom:.0%} headroom; {args.global_batch} × {args.seq_len} tokens a step)"]
@@ -106,12 +109,15 @@ def _table(result, args: argparse.Namespace) -> str:  # type: ignore[no-untyped-
             lines.append(f"wrote {len(result.candidates)} strategy files to {args.write}/ (candidate-1 is the fastest)")
     cut = [c for c in result.cut if "degrees" in c]
     if cut:
-        lines.append("cut, the fastest of them:")
+        than = "faster than #1" if result.candidates else "the fastest"
+        lines.append(f"cut, {than} (over memory by at most {NEAR_MEMORY - 1:.0%}, or a global batch the data ranks "
+                     "do not divide):")
         for c in cut:
             d = c["degrees"]
-            lines.append(f"  dp {d['dp']} mp {d['mp']} pp {d['pp']} sharding {d['sharding']} sep {d['sep']} cp "
-                         f"{d['cp']} ep {d['ep']}, stage {c['sharding_stage']}, recompute "
-                         f"{'on' if c['recompute'] else 'off'}, micro-batch {c['micro_batch_size']}: {c['why']}")
+            stage = f" (stage {c['sharding_stage']})" if d["sharding"] > 1 else ""
+            lines.append(f"  dp {d['dp']} mp {d['mp']} pp {d['pp']} sharding {d['sharding']}{stage} sep {d['sep']} cp "
+                         f"{d['cp']} ep {d['ep']}, recompute {'on' if c['recompute'] else 'off'}, micro-batch "
+                         f"{c['micro_batch_size']}, {c['tokens_per_second_per_gpu']:,.0f} tok/s/GPU: {c['why']}")
     shaped = [c for c in result.cut if "layouts" in c]
     if shaped:
         lines.append("left out by the model's shapes or the runtime:")

@@ -137,7 +137,7 @@ def _kind(node: Node) -> str:
 
 def _describe(value: Any) -> str:
     if isinstance(value, Ident):
-        return f"the bare word {value.name} (quote strings)"
+        return f"the bare word {value.name}"
     if isinstance(value, bool):
         return f"the bool {str(value).lower()}"
     if isinstance(value, (int, float)):
@@ -200,8 +200,24 @@ def scalar(field: FieldDescriptor, node: Node, path: str, text: bool = False) ->
         elif kind is int and value in enum.values_by_number:
             ok = value  # the number of a known value, as protobuf's readers accept
     if ok is _MISSING:
-        raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_describe(value)}", field=path)
+        raise StrategyError.at(node.where, f"{path} expects {_expected(field)}, got {_describe(value)}{_hint(field, value)}",
+                               field=path)
     return ok
+
+
+def _hint(field: FieldDescriptor, value: Any) -> str:
+    """What a word was meant as: the bool or enum value it misspells (`flase`, a quoted "false", `colwise`: bare, as
+    every format but a string spells them), or a quoted string when it is a bare word given to a string field."""
+    word = value.name if isinstance(value, Ident) else value
+    if not isinstance(word, str):
+        return ""
+    if field.cpp_type == _BOOL:
+        close = schema.closest(word, ["true", "false"])
+    elif field.cpp_type == FieldDescriptor.CPPTYPE_ENUM:
+        close = schema.closest(word, [v.name for v in field.enum_type.values])
+    else:
+        return " (quote strings)" if isinstance(value, Ident) and field.cpp_type == _STRING else ""
+    return f"; did you mean {close}?" if close else ""
 
 
 _MISSING = object()

@@ -6,7 +6,9 @@ dividing the query and key/value heads, sep dividing the heads left on an mp ran
 and sep the sequence (sep and cp not together; pp without sep, cp and ep: what the runtime composes); sharding stage
 1–3 (stage 1 and 2 hold the same between steps here, so only 1 and 3 are kept), recompute on or off, every
 micro-batch size that divides a data rank's share of the global batch (the rest accumulated: pipeline micro-batches,
-or gradient merge), 1F1B when there are at least pp micro-batches (else GPipe). Pure bf16 with fp32 masters.
+or gradient merge), 1F1B when there are at least pp micro-batches (else GPipe). Pure bf16 with fp32 masters. Of the
+layouts cut, those a user can make fit and that would beat the fastest kept are listed: over memory by at most a
+quarter (`NEAR_MEMORY`), or a global batch the data ranks do not divide (estimated at the nearest one they do).
 
 The cost model (every constant a parameter; the defaults an H100 SXM node's):
 - compute: 6 × active parameters × tokens (× 4/3 with recompute: one more forward), over GPUs × `peak_flops`
@@ -39,6 +41,8 @@ from .shapes import ModelShape, model_shape
 __all__ = ["Candidate", "CostModel", "Plan", "plan"]
 
 GIB = 1024 ** 3
+NEAR_MEMORY = 1.25  # a layout cut for memory is worth showing when it needs at most this times the usable memory
+CUT_SHOWN = 5  # the most cut layouts a plan lists
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,10 @@ class Candidate:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The best `candidates` (fastest first), the best of those `cut` with why, and a `message` on the whole."""
+    """The best `candidates` (fastest first); `cut`: the layouts faster than those (at most `CUT_SHOWN`, fastest first)
+    that a user can make fit (over memory by at most `NEAR_MEMORY` times the usable memory, or fitting at the nearest
+    global batch the data ranks divide), then every reason the model's shapes or the runtime left layouts out, with
+    their count; and a `message` on the whole."""
 
     candidates: list[Candidate]
     cut: list[dict[str, Any]] = field(default_factory=list)
@@ -91,12 +98,24 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
+def _nearest_multiple(n: int, k: int) -> int:
+    """The multiple of `k` nearest `n` (the larger on a tie; never 0)."""
+    below = n // k * k
+    return below if below and n - below < below + k - n else below + k
+
+
+def _faster(near: dict[tuple[int, ...], dict[str, Any]], degrees: dict[str, int], tokens: float) -> bool:
+    """Whether `tokens` a second per GPU beats the cut layout kept for `degrees` (one line a layout), or none is."""
+    kept = near.get(tuple(degrees.values()))
+    return kept is None or tokens > kept["tokens_per_second_per_gpu"]
+
+
 def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: float, seq_len: int,
          global_batch: int, gpus_per_node: int = 8, top: int = 5, headroom: float = 0.1,
          cost: CostModel = CostModel(), progress: Callable[[int], None] | None = None) -> Plan:
     """The strategies for `model` (a Hugging Face config dict or config.json path) on `gpus` GPUs of `gpu_memory`
-    bytes (less `headroom`), `global_batch` sequences of `seq_len` tokens a step; the `top` fastest, and why the best
-    of the others were cut.
+    bytes (less `headroom`), `global_batch` sequences of `seq_len` tokens a step; the `top` fastest, and the faster
+    layouts that were cut for something a user can change (see `Plan`).
 
     Raises:
         ValueError: numbers that cannot describe a cluster or a batch.
@@ -113,45 +132,58 @@ def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: 
             raise ValueError(f"the cost model's {name} must be positive, got {getattr(cost, name)!r}")
     budget = gpu_memory * (1 - headroom)
     kept: list[Candidate] = []
-    cut: list[tuple[float, dict[str, Any]]] = []
+    near: dict[tuple[int, ...], dict[str, Any]] = {}  # by degrees: the fastest cut a user can act on
     reasons: dict[str, int] = {}
     least: tuple[float, MemoryEstimate | None] = (math.inf, None)
     searched = 0
     for degrees, why in _layouts(shape, gpus, gpus_per_node, seq_len):
         data = degrees["dp"] * degrees["sharding"]
+        batch = global_batch
         if not why and global_batch % data:
             why = f"the global batch {global_batch} does not divide over the data ranks"
+            batch = _nearest_multiple(global_batch, data)  # estimated there: a cut the user can act on
         if why:
             reasons[why] = reasons.get(why, 0) + 1
-            continue
-        rows = global_batch // data
+            if batch == global_batch:
+                continue
+        rows = batch // data
         stages = (1, 3) if degrees["sharding"] > 1 else (1,)
         for stage, recompute, mbs in itertools.product(stages, (False, True), _divisors(rows)):
             if mbs > 64:
                 continue
-            searched += 1
-            if progress is not None and searched % 20000 == 0:
-                progress(searched)
             steps = rows // mbs
             layout = _layout(degrees, stage, recompute, mbs, steps)
             memory = estimate_memory(shape, layout, seq_len=seq_len, micro_batch_size=mbs)
-            seconds = _step_seconds(shape, degrees, layout, seq_len, global_batch, gpus, gpus_per_node, cost, steps)
-            tokens = global_batch * seq_len / seconds / gpus
-            if memory.total < least[0]:
-                least = (memory.total, memory)
-            if memory.total > budget:
-                cut.append((seconds, {"degrees": degrees, "sharding_stage": stage, "recompute": recompute,
-                                      "micro_batch_size": mbs, "step_seconds": seconds,
-                                      "why": f"over memory by {(memory.total - budget) / GIB:.1f} GiB "
-                                             f"({memory.total / GIB:.1f} GiB a rank, {budget / GIB:.1f} GiB usable)"}))
-                continue
-            kept.append(Candidate(degrees, stage, recompute, mbs, steps, layout.pipeline.schedule, memory, seconds,
-                                  tokens, ""))
-            if len(kept) > 4 * top:
-                kept = sorted(kept, key=lambda c: c.step_seconds)[:top]
+            seconds = _step_seconds(shape, degrees, layout, seq_len, batch, gpus, gpus_per_node, cost, steps)
+            tokens = batch * seq_len / seconds / gpus
+            if batch != global_batch:  # at a global batch its data ranks divide: listed when it fits
+                reason = "" if memory.total > budget else (f"the global batch {global_batch} does not divide over "
+                                                           f"its {data} data ranks; predicted at {batch}")
+            else:
+                searched += 1
+                if progress is not None and searched % 20000 == 0:
+                    progress(searched)
+                if memory.total < least[0]:
+                    least = (memory.total, memory)
+                if memory.total <= budget:
+                    kept.append(Candidate(degrees, stage, recompute, mbs, steps, layout.pipeline.schedule, memory,
+                                          seconds, tokens, ""))
+                    if len(kept) > 4 * top:
+                        kept = sorted(kept, key=lambda c: c.step_seconds)[:top]
+                    continue
+                reason = "" if memory.total > NEAR_MEMORY * budget else (
+                    f"over memory by {(memory.total - budget) / GIB:.1f} GiB ({memory.total / GIB:.1f} GiB a rank, "
+                    f"{budget / GIB:.1f} GiB usable)")
+            if reason and _faster(near, degrees, tokens):
+                near[tuple(degrees.values())] = {
+                    "degrees": degrees, "sharding_stage": stage, "recompute": recompute, "micro_batch_size": mbs,
+                    "global_batch": batch, "memory": memory.as_dict(), "step_seconds": seconds,
+                    "tokens_per_second_per_gpu": tokens, "why": reason}
     kept = sorted(kept, key=lambda c: c.step_seconds)[:top]
     kept = [_with_text(c, seq_len, gpus) for c in kept]
-    best_cut = [c for _, c in sorted(cut, key=lambda x: x[0])[:3]]
+    fastest = kept[0].tokens_per_second_per_gpu if kept else 0.0
+    best_cut = sorted((c for c in near.values() if c["tokens_per_second_per_gpu"] > fastest),
+                      key=lambda c: -c["tokens_per_second_per_gpu"])[:CUT_SHOWN]
     shaped = [{"why": why, "layouts": n} for why, n in sorted(reasons.items(), key=lambda x: -x[1])]
     message = _message(shape, kept, least, budget, gpus, shaped, searched)
     return Plan(kept, best_cut + shaped, message, searched)
@@ -280,7 +312,8 @@ def strategy_text(c: Candidate, seq_len: int, gpus: int) -> str:
             f"# memory a rank (the largest pipeline stage): {m.total / GIB:.2f} GiB = parameters "
             f"{m.parameters / GIB:.2f} + gradients {m.gradients / GIB:.2f} + optimizer {m.optimizer / GIB:.2f} + "
             f"activations {m.activations / GIB:.2f} GiB",
-            f"# micro-batches of {c.micro_batch_size} sequences, {c.accumulate_steps} a step on each data rank"]
+            f"# micro-batches of {c.micro_batch_size} sequence{'s' if c.micro_batch_size != 1 else ''}, "
+            f"{c.accumulate_steps} a step on each data rank"]
     hybrid = [f"  dp_degree: {d['dp']}", f"  mp_degree: {d['mp']}", f"  pp_degree: {d['pp']}",
               f"  sharding_degree: {d['sharding']}", f"  sep_degree: {d['sep']}", f"  cp_degree: {d['cp']}"]
     if d["ep"] > 1:
@@ -305,7 +338,8 @@ def _message(shape: ModelShape, kept: list[Candidate], least: tuple[float, Any],
     if kept:
         return f"{len(kept)} of {searched} strategies shown, fastest first"
     if not searched:
-        why = "; ".join(f"{r['why']} ({r['layouts']} layouts)" for r in shaped[:3]) or "none"
+        why = "; ".join(f"{r['why']} ({r['layouts']} layout{'s' if r['layouts'] != 1 else ''})" for r in shaped[:3])
+        why = why or "none"
         return (f"no set of degrees fills {gpus} GPUs for this model: {why}; try another number of GPUs or global "
                 "batch")
     states = 16 * shape.parameters / gpus

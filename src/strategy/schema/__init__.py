@@ -4,8 +4,8 @@ field's support status, the whole-message rules, and what is generated from it (
 Bottom of the package: imports only `errors` and the generated code. Nothing here names a strategy field.
 """
 
-from .descriptors import (ROOT, did_you_mean, doc, field_by_path, fields_with, is_message, is_repeated, message_doc,
-                          message_option, option, walk)
+from .descriptors import (ROOT, closest, did_you_mean, doc, field_by_path, fields_with, is_message, is_repeated,
+                          message_doc, message_option, option, walk)
 
-__all__ = ["ROOT", "did_you_mean", "doc", "field_by_path", "fields_with", "is_message", "is_repeated", "message_doc",
-           "message_option", "option", "walk"]
+__all__ = ["ROOT", "closest", "did_you_mean", "doc", "field_by_path", "fields_with", "is_message", "is_repeated",
+           "message_doc", "message_option", "option", "walk"]

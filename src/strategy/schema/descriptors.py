@@ -17,6 +17,7 @@ from .._generated import strategy_options_pb2 as options_pb2
 
 __all__ = [
     "ROOT",
+    "closest",
     "did_you_mean",
     "doc",
     "field_by_path",
@@ -78,13 +79,23 @@ def walk(desc: Descriptor = ROOT, prefix: str = "") -> Iterator[tuple[str, Field
             yield from walk(field.message_type, path + ".")
 
 
-def did_you_mean(name: str, candidates: list[str]) -> str:
-    """` (did you mean 'x'?)`, or the list of valid names when nothing is close."""
+def closest(name: str, candidates: list[str]) -> str | None:
+    """The candidate `name` is most likely a misspelling of (difflib's ratio at least 0.6, letter case ignored), or
+    None: what every "did you mean" in an error message suggests."""
     import difflib  # only for an error message
 
-    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
+    spelled: dict[str, str] = {}
+    for c in candidates:
+        spelled.setdefault(c.lower(), c)
+    close = difflib.get_close_matches(name.lower(), list(spelled), n=1, cutoff=0.6)
+    return spelled[close[0]] if close else None
+
+
+def did_you_mean(name: str, candidates: list[str]) -> str:
+    """`; did you mean 'x'?`, or the list of valid names when nothing is close."""
+    close = closest(name, candidates)
     if close:
-        return f"; did you mean '{close[0]}'?"
+        return f"; did you mean '{close}'?"
     if len(candidates) > _LIST_AT_MOST:
         shown = ", ".join(candidates[:_LIST_AT_MOST])
         return f"; valid names: {shown}, ... ({len(candidates)} in all; `strategy defaults` lists every field)"
