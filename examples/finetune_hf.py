@@ -3,8 +3,10 @@
     torchrun --standalone --nproc-per-node 2 examples/finetune_hf.py \
         --strategy examples/strategies/mp2_all_flags.prototxt --steps 100 --out out/finetune
 
-Without --model it builds a small Llama from a config (random init; nothing is downloaded); with
---model DIR it loads a local checkpoint directory (save_pretrained output) and its tokenizer if it has one.
+Without --model it builds a small model from a config (--model-type: Llama, Qwen2 or Qwen3 with tied embeddings, or a
+Mixture of Experts; random init, nothing is downloaded); with --model DIR it loads a local checkpoint directory
+(save_pretrained output; a directory holding only config.json gives that model with random weights) and its tokenizer
+when it has one that encodes text (UTF-8 bytes otherwise).
 `parallel.parallelize` applies the strategy's plan, or the model's own Hugging Face plan, with every mp flag,
 and the strategy's recompute; the loop follows its amp (autocast, loss scaling) and gradient merge, and clips at 1.0.
 Writes the same outputs as train_gpt.py: the strategy as it ran, loss.png and summary.json.
@@ -16,7 +18,7 @@ import argparse
 import dataclasses
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 from pathlib import Path
 
 import torch
@@ -25,34 +27,72 @@ import parallel
 import strategy
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_gpt import checkpoint_settings, corpus, effective_strategy, global_mean, start, write_outputs  # noqa: E402  (the same data and outputs)
+from train_gpt import (PEER_FAILURES, announce_resume, checkpoint_settings, corpus, effective_strategy, global_mean,  # noqa: E402
+                       report_peer_failure, start, write_outputs)  # (the same data, messages and outputs)
 
 
-def build_model(model_dir: Path | None, seq_len: int, model_type: str = "llama"):
-    """A small model of `model_type` from a config ("llama"; the Mixture-of-Experts "qwen3_moe" and "mixtral", 8
-    experts, top-2), or the checkpoint in `model_dir`; and a function from text to token ids."""
+# The small models --model-type builds from a config (random init): sizes shared, each family's own fields. Small released
+# models tie the LM head to the embedding (Qwen2.5-0.5B to 3B, Qwen3-0.6B to 4B, Llama-3.2-1B and 3B): qwen2 and qwen3 do.
+SMALL = dict(vocab_size=256, hidden_size=256, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4)
+MOE = dict(num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.01)
+MODEL_TYPES: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", dict(intermediate_size=688, tie_word_embeddings=False)),
+    "qwen2": ("Qwen2Config", dict(intermediate_size=688, tie_word_embeddings=True)),
+    "qwen3": ("Qwen3Config", dict(intermediate_size=688, head_dim=32, tie_word_embeddings=True)),
+    "qwen3_moe": ("Qwen3MoeConfig", dict(num_experts=8, moe_intermediate_size=128, tie_word_embeddings=False, **MOE)),
+    "mixtral": ("MixtralConfig", dict(num_local_experts=8, intermediate_size=128, tie_word_embeddings=False, **MOE)),
+}
+WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model.bin.index.json")
+
+
+def build_model(model_dir: Path | None, seq_len: int, model_type: str = "llama", *,
+                report: Callable[[str], None] | None = None):
+    """A small model of `model_type` from a config (MODEL_TYPES; the Mixture-of-Experts "qwen3_moe" and "mixtral" have 8
+    experts, top-2), or the model in `model_dir`: its weights, or a random init from its config.json when it holds
+    none; and a function from text to token ids: the directory's tokenizer when it encodes text into the model's
+    vocabulary, UTF-8 bytes folded into the vocabulary otherwise. `report` hears which of each was taken."""
     import transformers
 
-    if model_dir is not None:
-        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
-        try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
-            return model, lambda text: torch.tensor(tokenizer(text)["input_ids"])
-        except (OSError, ValueError):  # no tokenizer saved: bytes, folded into the vocabulary
-            vocab = model.config.vocab_size
-            return model, lambda text: torch.tensor(list(text.encode("utf-8"))) % vocab
-    common = dict(vocab_size=256, hidden_size=256, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4,
-                  max_position_embeddings=seq_len, tie_word_embeddings=False)
-    moe = dict(num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.01)
-    if model_type == "qwen3_moe":
-        config: Any = transformers.Qwen3MoeConfig(num_experts=8, moe_intermediate_size=128, **moe, **common)
-    elif model_type == "mixtral":
-        config = transformers.MixtralConfig(num_local_experts=8, intermediate_size=128, **moe, **common)
+    say = report or (lambda line: None)
+    if model_dir is None:
+        name, fields = MODEL_TYPES[model_type]
+        config = getattr(transformers, name)(max_position_embeddings=seq_len, **SMALL, **fields)
+        torch.manual_seed(0)
+        return transformers.AutoModelForCausalLM.from_config(config), lambda text: torch.tensor(list(text.encode("utf-8")))
+    if any(next(model_dir.glob(pattern), None) for pattern in WEIGHT_FILES):
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     else:
-        config = transformers.LlamaConfig(intermediate_size=688, **common)
-    torch.manual_seed(0)
-    model = transformers.AutoModelForCausalLM.from_config(config)
-    return model, lambda text: torch.tensor(list(text.encode("utf-8")))
+        config = transformers.AutoConfig.from_pretrained(model_dir)
+        torch.manual_seed(0)
+        model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        say(f"model: {model_dir} holds no weights, only its config: {type(model).__name__} with random weights")
+    encode, why = _tokenizer(model_dir, model.config.vocab_size)
+    say(f"tokenizer: {why}")
+    return model, encode
+
+
+def _tokenizer(model_dir: Path, vocab: int) -> tuple[Callable[[str], torch.Tensor], str]:
+    """The directory's tokenizer if it turns a sample of the corpus into ids below `vocab` (some load from a directory
+    without tokenizer files and encode everything to nothing: Qwen2's), else bytes folded into the vocabulary."""
+    import transformers
+
+    def as_bytes(text: str) -> torch.Tensor:
+        return torch.tensor(list(text.encode("utf-8"))) % vocab
+
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(model_dir)
+    except (OSError, ValueError, TypeError) as e:  # no tokenizer files, or a class that needs them
+        return as_bytes, f"UTF-8 bytes ({model_dir} has no tokenizer: {type(e).__name__})"
+    sample = corpus_text()[:4096]
+    ids = tokenizer(sample)["input_ids"]
+    if len(ids) * 32 < len(sample):  # a real tokenizer makes about one id per 4 characters of English
+        return as_bytes, (f"UTF-8 bytes ({model_dir}'s {type(tokenizer).__name__} has {len(tokenizer)} tokens and "
+                          f"encodes {len(sample)} characters into {len(ids)} ids: no vocabulary files)")
+    if max(ids) >= vocab:
+        return as_bytes, (f"UTF-8 bytes ({model_dir}'s {type(tokenizer).__name__} makes ids up to {max(ids)}, beyond the "
+                          f"model's vocab_size {vocab})")
+    return (lambda text: torch.tensor(tokenizer(text)["input_ids"])), \
+        f"{model_dir}'s {type(tokenizer).__name__} ({len(tokenizer):,} tokens)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,19 +100,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--strategy", required=True, help="strategy file (prototxt, JSON, YAML or binary)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="a.b.c=V", help="override a field")
     p.add_argument("--model", type=Path, help="a local Hugging Face checkpoint directory (default: a small model)")
-    p.add_argument("--model-type", choices=("llama", "qwen3_moe", "mixtral"), default="llama",
-                   help="the small model built from a config without --model (qwen3_moe, mixtral: 8 experts, top-2)")
+    p.add_argument("--model-type", choices=tuple(MODEL_TYPES), default="llama",
+                   help="the small model built from a config without --model (qwen2, qwen3: the LM head tied to the "
+                        "embedding; qwen3_moe, mixtral: 8 experts, top-2)")
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--batch-size", type=int, default=8, help="sequences per step, across all data-parallel replicas")
     p.add_argument("--seq-len", type=int, default=128)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--out", type=Path, default=Path("out/finetune"))
+    p.add_argument("--traceback", action="store_true",
+                   help="when a peer rank fails, print the whole traceback rather than one line")
     args = p.parse_args(argv)
     started = start(args)
     if started is None:
         return 1
     s, hcg = started
-    model, encode = build_model(args.model, args.seq_len, args.model_type)
+    lead = hcg.rank == 0
+    model, encode = build_model(args.model, args.seq_len, args.model_type, report=print if lead else None)
     try:
         model = parallel.parallelize(model)  # with pp_degree > 1: this rank's pipeline stages of it
     except strategy.StrategyError as e:
@@ -85,16 +129,22 @@ def main(argv: list[str] | None = None) -> int:
     # Clipped at 1.0 inside step() (Paddle's grad_clip), so a pipeline's train_batch clips too.
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0),
                                            max_grad_norm=1.0)
-    lead = hcg.rank == 0
     if lead:
         print(strategy.explain(s, world_size=hcg.world_size), flush=True)
     data = encode(corpus_text())
+    if data.numel() <= args.seq_len + 1:
+        print(f"the corpus encodes into {data.numel()} tokens, too few for --seq-len {args.seq_len}", file=sys.stderr)
+        return 1
     saving = checkpoint_settings(hcg.resolved.checkpoint, args.out)
     try:
         summary = train(model, opt, data, args, hcg, progress=lead, checkpoints=saving)
     except ValueError as e:  # a checkpoint that is not one, or does not fit
         print(e, file=sys.stderr)
         return 1
+    except PEER_FAILURES as e:
+        if args.traceback:
+            raise
+        return report_peer_failure(e, hcg)
     if lead:
         summary["config"] = model.config.to_dict() | {"seq_len": args.seq_len, "batch_size": args.batch_size}
         write_outputs(args.out, summary, effective_strategy(s, hcg.resolved), title="finetune_hf")
@@ -122,40 +172,44 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
 
     ckpt = parallel.Checkpointer(hcg, settings=checkpoints)
     first = ckpt.start(model, opt)
+    if progress:
+        announce_resume(ckpt, first)
     per_replica = args.batch_size // hcg.data_size
     losses: list[float] = []
     bar = tqdm(total=args.steps - first, desc="finetune", unit="step", dynamic_ncols=True) if progress else None
     start = time.perf_counter()
     model.train()
-    for step in range(first, args.steps):
-        gen = torch.Generator().manual_seed(step)
-        starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
-        mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
-        ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
-        if hcg.pp_size > 1:  # the schedule over pipeline_configs.accumulate_steps micro-batches, then one step
-            with parallel.autocast():
-                loss = torch.tensor(model.train_batch((ids, ids), opt))
-        else:
-            # This rank's share of every row (its sep chunk, or its two cp chunks), targets shifted before the cut (the
-            # whole rows at sep_degree and cp_degree 1).
-            piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
-            with parallel.autocast():  # the strategy's amp
-                loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0 if asked
-            opt.scale(loss).backward()
-            opt.step()  # clips at 1.0 first
-            opt.zero_grad()
-        losses.append(global_mean(loss, hcg))
+    try:
+        for step in range(first, args.steps):
+            gen = torch.Generator().manual_seed(step)
+            starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
+            mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
+            ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
+            if hcg.pp_size > 1:  # the schedule over pipeline_configs.accumulate_steps micro-batches, then one step
+                with parallel.autocast():
+                    loss = torch.tensor(model.train_batch((ids, ids), opt))
+            else:
+                # This rank's share of every row (its sep chunk, or its two cp chunks), targets shifted before the cut (the
+                # whole rows at sep_degree and cp_degree 1).
+                piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
+                with parallel.autocast():  # the strategy's amp
+                    loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0 if asked
+                opt.scale(loss).backward()
+                opt.step()  # clips at 1.0 first
+                opt.zero_grad()
+            losses.append(global_mean(loss, hcg))
+            if bar:
+                done = step + 1 - first
+                bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * done / (time.perf_counter() - start):,.0f}")
+                bar.update()
+            if ckpt.step(step + 1) is None and step + 1 == args.steps and ckpt.dir is not None \
+                    and not opt.pending_micro_steps:
+                ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
+    finally:  # closed on a failure too: a message after it starts on a line of its own
         if bar:
-            done = step + 1 - first
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * done / (time.perf_counter() - start):,.0f}")
-            bar.update()
-        if ckpt.step(step + 1) is None and step + 1 == args.steps and ckpt.dir is not None \
-                and not opt.pending_micro_steps:
-            ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
+            bar.close()
     ckpt.close()
     elapsed = time.perf_counter() - start
-    if bar:
-        bar.close()
     return {"steps": args.steps, "first_step": first,
             "resumed_from": str(ckpt.resumed_from) if ckpt.resumed_from else None,
             "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None, "losses": losses,

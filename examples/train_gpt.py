@@ -11,6 +11,7 @@ only their shards, so the loss curve matches a single process (mp_degree 1) for 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -18,7 +19,7 @@ import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Iterator
 from pathlib import Path
 
 import torch
@@ -189,51 +190,60 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     scheduler = warmup(opt, cfg)
     ckpt = parallel.Checkpointer(hcg, settings=checkpoints)
     first = ckpt.start(model, opt, scheduler=scheduler)
+    if progress:
+        announce_resume(ckpt, first)
     data = corpus()
     tokens_per_step = cfg.batch_size * cfg.seq_len
     losses: list[float] = []
     norms: list[float] = []
+    replicas = ""  # the last replica check that passed, shown in the progress bar
     bar = _progress(cfg.steps - first) if progress else None
     profiler = _profiler(trace_dir) if trace_dir else None
     start = time.perf_counter()
-    for step in range(first, cfg.steps):
-        ids, targets = sequence_share(*batch(data, step, cfg, hcg), hcg)
-        if hcg.pp_size > 1:  # the schedule's micro-batches, one optimizer step (clipped), this data rank's mean loss
-            with parallel.autocast(hcg=hcg):
-                loss = torch.tensor(model.train_batch((ids, targets), opt))
-            if opt.last_grad_norm is not None:
-                norms.append(float(opt.last_grad_norm))
-            if check_replicas and (step + 1) % check_replicas == 0:
-                parallel.check_replicas(model)
-        else:
-            with parallel.autocast(hcg=hcg):  # the strategy's amp: fp16 or bf16 autocast, or nothing
-                # Under sep or cp: this rank's share of the rows' mean (every rank holds as many tokens).
-                loss = model(ids, targets) / (hcg.sep_size * hcg.cp_size)
-            opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
-            if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merged gradient
-                norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
-            if check_replicas and (step + 1) % check_replicas == 0:
-                parallel.check_replicas(model)
-            opt.step()
-            opt.zero_grad()
-        scheduler.step()
-        losses.append(global_mean(loss, hcg))
-        if profiler:
-            profiler.step()
+    try:
+        for step in range(first, cfg.steps):
+            ids, targets = sequence_share(*batch(data, step, cfg, hcg), hcg)
+            if hcg.pp_size > 1:  # the schedule's micro-batches, one optimizer step (clipped), this data rank's mean loss
+                with parallel.autocast(hcg=hcg):
+                    loss = torch.tensor(model.train_batch((ids, targets), opt))
+                if opt.last_grad_norm is not None:
+                    norms.append(float(opt.last_grad_norm))
+                if check_replicas and (step + 1) % check_replicas == 0:
+                    replicas = f"ok@{step + 1}" if parallel.check_replicas(model) else "none"
+            else:
+                with parallel.autocast(hcg=hcg):  # the strategy's amp: fp16 or bf16 autocast, or nothing
+                    # Under sep or cp: this rank's share of the rows' mean (every rank holds as many tokens).
+                    loss = model(ids, targets) / (hcg.sep_size * hcg.cp_size)
+                opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
+                if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merged gradient
+                    norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
+                if check_replicas and (step + 1) % check_replicas == 0:  # raises on every rank if any replica differs
+                    replicas = f"ok@{step + 1}" if parallel.check_replicas(model) else "none"
+                opt.step()
+                opt.zero_grad()
+            scheduler.step()
+            losses.append(global_mean(loss, hcg))
+            if profiler:
+                with _stderr_to(trace_dir / f"profiler_rank{hcg.rank}.log"):  # kineto's start/stop lines, off the bar
+                    profiler.step()
+            if bar:
+                elapsed = time.perf_counter() - start
+                shown = {"grad_norm": f"{norms[-1]:.2f}"} if norms else {}
+                if replicas:
+                    shown["replicas"] = replicas
+                bar.set_postfix(loss=f"{losses[-1]:.3f}", **shown, tok_s=f"{tokens_per_step * (step + 1 - first) / elapsed:,.0f}")
+                bar.update()
+            saved = ckpt.step(step + 1)
+            if step + 1 == cfg.steps and saved is None and ckpt.dir is not None and not opt.pending_micro_steps:
+                ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
+    finally:  # closed on a failure too: a message after it starts on a line of its own
         if bar:
-            elapsed = time.perf_counter() - start
-            shown = {"grad_norm": f"{norms[-1]:.2f}"} if norms else {}
-            bar.set_postfix(loss=f"{losses[-1]:.3f}", **shown, tok_s=f"{tokens_per_step * (step + 1 - first) / elapsed:,.0f}")
-            bar.update()
-        saved = ckpt.step(step + 1)
-        if step + 1 == cfg.steps and saved is None and ckpt.dir is not None and not opt.pending_micro_steps:
-            ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
+            bar.close()
     ckpt.close()  # the last background save, committed
     elapsed = time.perf_counter() - start
-    if bar:
-        bar.close()
     if profiler:
-        profiler.stop()
+        with _stderr_to(trace_dir / f"profiler_rank{hcg.rank}.log"):
+            profiler.stop()
     return {
         "steps": cfg.steps,
         "first_step": first,
@@ -274,8 +284,43 @@ def _profiler(trace_dir: Path):
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
     prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1), on_trace_ready=save)
-    prof.start()
+    with _stderr_to(trace_dir / f"profiler_rank{rank}.log"):
+        prof.start()
     return prof
+
+
+@contextlib.contextmanager
+def _stderr_to(path: Path) -> Iterator[None]:
+    """File descriptor 2 appended to `path` for the block: the profiler's C++ side (kineto) prints a line at every
+    start and stop ("USDT: ... profiler_start") that no log level silences, and it would break into the progress bar."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+# A collective that failed because a peer died (or timed out): the job is over for this rank, torchrun restarts it.
+PEER_FAILURES = (parallel.CollectiveError, dist.DistError)
+
+
+def report_peer_failure(e: BaseException, hcg: parallel.HybridGroup) -> int:
+    """One line on stderr for a rank whose peer failed (its traceback says nothing the message does not), exit 1."""
+    first = str(e).splitlines()[0] if str(e) else type(e).__name__
+    print(f"rank {hcg.rank} (pid {os.getpid()}) stops: {first} [torchrun restarts the job if --max-restarts allows; "
+          "--traceback shows where]", file=sys.stderr, flush=True)
+    return 1
+
+
+def announce_resume(ckpt: parallel.Checkpointer, first: int) -> None:
+    """Say, before the first step, that the run continues from a checkpoint (after a restart or a --resume)."""
+    if ckpt.resumed_from is not None:
+        print(f"resuming from {ckpt.resumed_from} (step {first})", flush=True)
 
 
 def effective_strategy(s: strategy.DistributedStrategy, resolved: strategy.Resolved) -> strategy.DistributedStrategy:
@@ -362,7 +407,10 @@ def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrat
                       stacklevel=2)
         return
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(range(1, len(summary["losses"]) + 1), summary["losses"])
+    first = summary.get("first_step") or 0  # a resumed run's losses are those of steps first + 1, ...
+    ax.plot(range(first + 1, first + len(summary["losses"]) + 1), summary["losses"])
+    if first:
+        ax.axvline(first + 0.5, linestyle=":", color="gray", label=f"resumed after step {first}")
     ax.axhline(math.log(256), linestyle="--", color="gray", label="uniform over bytes (ln 256)")
     ax.set(xlabel="step", ylabel="cross entropy (nats/byte)", title=f"{title}, {summary['world_size']} ranks")
     ax.legend()
@@ -388,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clip", type=float, default=Config.clip, help="max global gradient norm, 0 for none (default 1.0)")
     p.add_argument("--check-replicas", type=int, default=0, metavar="N",
                    help="every N steps, check that replicated parameters agree across ranks")
+    p.add_argument("--traceback", action="store_true",
+                   help="when a peer rank fails, print the whole traceback rather than one line")
     args = p.parse_args(argv)
     if args.save_every is not None:
         args.overrides.append(f"checkpoint_configs.every_steps={args.save_every}")
@@ -410,6 +460,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:  # a checkpoint that is not one, or does not fit
         print(e, file=sys.stderr)
         return 1
+    except PEER_FAILURES as e:
+        if args.traceback:
+            raise
+        return report_peer_failure(e, hcg)
     if lead:
         write_outputs(args.out, summary, effective_strategy(s, hcg.resolved))
         where = f"; checkpoints: {checkpoint_settings(hcg.resolved.checkpoint, args.out).dir}"

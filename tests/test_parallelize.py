@@ -72,6 +72,8 @@ def test_need_broadcast_data_gives_every_mp_rank_the_first_ranks_batch(pools):
 
 @pytest.mark.timeout(300)
 def test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun(tmp_path):
+    """A Qwen2 checkpoint saved without tokenizer files (its AutoTokenizer loads empty, encoding text to nothing):
+    the example falls back to bytes and says so."""
     import json
     import subprocess
     import sys
@@ -80,15 +82,17 @@ def test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun(tmp_
 
     from conftest import ROOT
 
-    config = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    config = transformers.Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                                       num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
-    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "ckpt")
+    transformers.Qwen2ForCausalLM(config).save_pretrained(tmp_path / "ckpt")
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            str(ROOT / "examples" / "finetune_hf.py"), "--strategy", str(ROOT / "examples" / "strategies" / "mp2_all_flags.prototxt"),
            "--model", str(tmp_path / "ckpt"), "--steps", "6", "--seq-len", "32", "--out", str(out)]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"tokenizer: UTF-8 bytes ({tmp_path / 'ckpt'}'s Qwen2Tokenizer" in result.stdout
+    assert "torch_dtype" not in result.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["losses"]) == 6 and summary["final_loss"] < summary["first_loss"]
     assert summary["effective_mp"]["fused_linear_param_grad_add"] is True

@@ -127,6 +127,7 @@ def test_a_rank_killed_after_a_checkpoint_is_restarted_and_ends_as_if_never_inte
         after = json.loads((run / "out" / "summary.json").read_text())
         k = after["first_step"]
         assert EVERY <= k < STEPS and k % EVERY == 0, k  # continued from a periodic checkpoint, not from the start
+        assert f"resuming from {run / 'out' / 'checkpoints' / f'step-{k}'} (step {k})" in killed.stdout
         assert after["losses"] == base["losses"][k:], async_save  # every step after the restart, exactly
         got = _tensors(run / "out" / "checkpoints" / f"step-{STEPS}")
         assert got.keys() == want.keys()

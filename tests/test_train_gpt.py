@@ -91,3 +91,20 @@ def test_outputs_are_written_before_the_plot_and_a_missing_plotting_library_only
         train_gpt.write_outputs(tmp_path, summary, strategy.DistributedStrategy())
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     assert (tmp_path / "strategy.prototxt").exists() and not (tmp_path / "loss.png").exists()
+
+
+def test_a_resumed_runs_loss_plot_numbers_its_steps_from_where_it_resumed(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import train_gpt
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: drawn.append(self))
+    summary = {"losses": [2.0, 1.5, 1.2], "world_size": 2, "first_step": 100}
+    train_gpt.write_outputs(tmp_path, summary, strategy.DistributedStrategy())
+    lines = drawn[0].axes[0].get_lines()
+    assert list(lines[0].get_xdata()) == [101, 102, 103]  # steps 101-103, not 1-3
+    assert any(line.get_label() == "resumed after step 100" for line in lines)

@@ -27,7 +27,7 @@ class ReplicaMismatchError(RuntimeError):
 
 
 @torch.no_grad()
-def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, hcg: HybridGroup | None = None) -> None:
+def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, hcg: HybridGroup | None = None) -> int:
     """Compare what should be identical, raising ReplicaMismatchError (on every rank) naming the first parameter
     that differs, the ranks and the largest difference.
 
@@ -35,7 +35,8 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
     not for sequence-parallel parameters, whose gradients are per-rank until summed). Across dp replicas: every
     parameter, sharded ones included (gradients differ there until they are averaged in the step). Parameters
     FSDP2 shards over the sharding group are compared shard by shard (the sharding group holds no replicas). Call it
-    between steps, every N steps; it costs two all-reduces per group.
+    between steps, every N steps; it costs two all-reduces per group. Returns how many tensors it compared (0 when
+    this rank has no replicas), so a caller can say that the check passed and what it covered.
     """
     hcg = hcg or current()
     named = list(model.named_parameters())
@@ -55,6 +56,7 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
     for axis, what, values in checks:
         if values:
             _compare(values, axis, what, atol, hcg)
+    return sum(len(values) for _, _, values in checks)
 
 
 def _grad(p: torch.Tensor) -> torch.Tensor | None:
