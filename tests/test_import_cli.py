@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import strategy
@@ -20,11 +21,48 @@ def test_the_strategy_goes_to_stdout_as_prototxt_and_the_report_to_stderr_one_li
     assert (s.hybrid_configs.sharding_degree, s.hybrid_configs.sharding_configs.stage) == (8, 2)
     lines = result.stderr.splitlines()
     arrows = [line for line in lines if "->" in line]
-    assert len(arrows) == len(import_config(ZERO2).entries) == 20
+    assert len(arrows) == len(import_config(ZERO2, world_size=8).entries) == 20
     assert "zero_optimization.stage = 2 -> hybrid_configs.dp_degree, hybrid_configs.sharding_degree, " \
            "hybrid_configs.sharding_configs.stage" in lines
     assert 'gradient_clipping = "auto" -> unresolved: "auto": the Trainer or accelerate fills it in at launch; the ' \
            "field keeps its default" in lines
+
+
+# The file: 256 / (4 × 8) = 8 data ranks, ZeRO-3, no offloading.
+ZERO3 = {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8,
+         "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "none"}, "offload_param": {"device": "none"}}}
+
+
+def test_a_deepspeed_config_without_world_size_runs_on_the_data_ranks_its_batch_sizes_imply(write, tmp_path):
+    out = tmp_path / "out.prototxt"
+    result = strategy_cli("import", str(write("ds_zero3.json", json.dumps(ZERO3))), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    hybrid = strategy.load(out).hybrid_configs
+    assert (hybrid.dp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (1, 8, 3)
+    assert "world size 8 from train_batch_size / (train_micro_batch_size_per_gpu × gradient_accumulation_steps)" \
+        in result.stderr
+    explained = strategy_cli("explain", str(out), "--world-size", "8")
+    assert explained.returncode == 0, explained.stderr
+    stage = next(line for line in explained.stdout.splitlines() if line.startswith("hybrid_configs.sharding_configs.stage"))
+    assert stage.split()[1] == "3" and "no effect" not in stage
+    resolved = strategy.resolve(strategy.load(out), world_size=8)
+    assert (resolved.sharding_degree, resolved.sharding.stage) == (8, 3)
+
+
+def test_a_zero_stage_with_nothing_that_gives_the_world_size_is_exit_1_naming_world_size(write, tmp_path):
+    out = write("out.json", '{"keep": "me"}')
+    path = write("ds.json", json.dumps({"train_micro_batch_size_per_gpu": 4, "zero_optimization": {"stage": 2}}))
+    result = strategy_cli("import", str(path), "-o", str(out))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "zero_optimization.stage" in result.stderr and "pass --world-size" in result.stderr
+    assert out.read_text() == '{"keep": "me"}'
+
+
+def test_a_world_size_the_batch_sizes_contradict_is_exit_1_naming_both(write):
+    result = strategy_cli("import", str(write("ds_zero3.json", json.dumps(ZERO3))), "--world-size", "4")
+    assert result.returncode == 1 and result.stdout == ""
+    assert "= 8 data ranks, so the world size is 8, not 4 (--world-size)" in result.stderr
+    assert "pass --world-size 8 or leave it out" in result.stderr
 
 
 def test_out_is_written_atomically_in_the_format_its_extension_names(tmp_path):

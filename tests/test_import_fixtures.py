@@ -134,14 +134,18 @@ def test_the_shared_fixtures_are_the_twelve_of_the_readme_and_all_have_expectati
     assert {p.name for p in ALL_FILES} == set(EXPECTED)
 
 
+def _at_its_world(path: Path) -> strategy.Imported:
+    return import_config(path, world_size=EXPECTED[path.name][0])
+
+
 @pytest.mark.parametrize("path", ALL_FILES, ids=_id)
 def test_the_tool_is_told_from_the_file(path):
-    assert import_config(path).kind == _kind(path)
+    assert _at_its_world(path).kind == _kind(path)
 
 
 @pytest.mark.parametrize("path", ALL_FILES, ids=_id)
 def test_every_leaf_key_is_one_entry_in_file_order(path):
-    keys = [e.key for e in import_config(path).entries]
+    keys = [e.key for e in _at_its_world(path).entries]
     assert keys == _leaf_keys(path) if path.suffix != ".sh" else sorted(keys) == sorted(_leaf_keys(path))
 
 
@@ -178,11 +182,11 @@ def test_every_entry_says_what_became_of_it_and_mapped_ones_name_the_fields_they
 
 @pytest.mark.parametrize("path", [p for p in ALL_FILES if _kind(p) in ("deepspeed", "accelerate")], ids=_id)
 def test_auto_is_unresolved_whatever_the_key(path):
-    entries = import_config(path).entries
+    entries = _at_its_world(path).entries
     autos = [e for e in entries if e.value == "auto"]
     assert all(e.status == "unresolved" and '"auto"' in e.reason for e in autos)
-    assert all(e.status != "unresolved" or e.value == "auto" or "world-size" in e.reason for e in entries
-               if _kind(path) == "deepspeed")
+    # nothing else is left unresolved: what needs a world size it lacks is an error instead
+    assert all(e.status != "unresolved" or e.value == "auto" for e in entries if _kind(path) == "deepspeed")
 
 
 @pytest.mark.parametrize("path", ALL_FILES, ids=_id)
@@ -197,6 +201,20 @@ def test_degrees_stages_and_precision_are_what_the_tool_runs(path):
     for d in degrees:
         product *= d
     assert product == imported.world_size
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=_id)
+def test_without_a_world_size_a_file_imports_at_its_own_or_is_refused_naming_world_size(path):
+    """Never a strategy that trains something else: the world size the file states (num_processes, torchrun's counts)
+    or implies (DeepSpeed's batch sizes) is used as if passed; where something needs one and nothing gives it, the
+    import stops and says --world-size."""
+    try:
+        alone = import_config(path)
+    except strategy.StrategyError as e:
+        assert "--world-size" in e.message, e.message
+        return
+    assert alone.world_size is not None  # each of these files that imports alone states its world size
+    assert alone.strategy == import_config(path, world_size=alone.world_size).strategy
 
 
 @pytest.mark.parametrize("path", ALL_FILES, ids=_id)

@@ -45,13 +45,45 @@ def meg(imp):
 
 # --- DeepSpeed --------------------------------------------------------------------------------------------------------
 
-def test_a_zero_stage_without_the_world_size_stays_mapped_and_names_world_size(ds):
-    imported = ds({"zero_optimization": {"stage": 3}})
-    e = entry(imported, "zero_optimization.stage")
-    assert (e.status, e.fields) == ("mapped", ("hybrid_configs.sharding_configs.stage",))
-    assert "--world-size" in e.reason
+def test_a_zero_stage_with_nothing_that_gives_the_world_size_is_an_error_naming_world_size(ds):
+    with pytest.raises(strategy.StrategyError) as e:
+        ds({"zero_optimization": {"stage": 3}})
+    assert (e.value.line, e.value.field) == (3, "zero_optimization.stage")
+    assert "shards over every data rank" in e.value.message and "pass --world-size" in e.value.message
+    assert "train_batch_size / (train_micro_batch_size_per_gpu × gradient_accumulation_steps)" in e.value.message
+
+
+def test_the_three_batch_sizes_give_the_data_ranks_and_so_the_world_size(ds):
+    imported = ds({"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8,
+                   "zero_optimization": {"stage": 3}})
     hybrid = imported.strategy.hybrid_configs
-    assert (hybrid.sharding_configs.stage, hybrid.HasField("sharding_degree"), hybrid.dp_degree) == (3, False, -1)
+    assert (imported.world_size, hybrid.dp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (8, 1, 8, 3)
+    e = entry(imported, "train_batch_size")
+    assert e.status == "mapped" and "hybrid_configs.sharding_degree" in e.fields
+    assert e.reason == "world size 8 from train_batch_size / (train_micro_batch_size_per_gpu × gradient_accumulation_steps)"
+    assert imported.strategy.gradient_merge_configs.k_steps == 8
+
+
+def test_the_data_ranks_the_batch_sizes_imply_are_multiplied_by_the_model_parallel_ones(ds):
+    imported = ds({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4,
+                   "tensor_parallel": {"autotp_size": 2}, "zero_optimization": {"stage": 1}})
+    hybrid = imported.strategy.hybrid_configs
+    assert (imported.world_size, hybrid.mp_degree, hybrid.sharding_degree) == (8, 2, 4)
+    assert entry(imported, "train_batch_size").reason.endswith("× 2 ranks per model copy")
+
+
+def test_a_world_size_the_batch_sizes_contradict_is_an_error_naming_both(ds):
+    config = {"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 8}
+    assert ds(config, world_size=8).world_size == 8
+    with pytest.raises(strategy.StrategyError) as e:
+        ds(config, world_size=16)
+    assert (e.value.line, e.value.field) == (2, "train_batch_size")
+    assert "= 8 data ranks, so the world size is 8, not 16 (--world-size)" in e.value.message
+
+
+def test_replicated_data_ranks_need_no_world_size_dp_degree_is_inferred(ds):
+    hybrid = ds({"zero_optimization": {"stage": 0}, "bf16": {"enabled": True}}).strategy.hybrid_configs
+    assert (hybrid.dp_degree, hybrid.HasField("sharding_degree")) == (-1, False)
 
 
 def test_zero_over_every_data_rank_is_dp_1_and_sharding_the_data_ranks(ds):
@@ -84,9 +116,10 @@ def test_a_global_batch_that_is_one_micro_batch_per_rank_has_no_counterpart(ds):
     assert not imported.strategy.gradient_merge
 
 
-def test_the_accumulation_from_the_global_batch_needs_the_world_size(ds):
-    e = entry(ds({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2}), "train_batch_size")
-    assert e.status == "unresolved" and "--world-size" in e.reason
+def test_the_accumulation_from_the_global_batch_without_a_world_size_is_an_error_naming_world_size(ds):
+    with pytest.raises(strategy.StrategyError) as e:
+        ds({"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2})
+    assert e.value.field == "train_batch_size" and "pass --world-size" in e.value.message
 
 
 def test_explicit_accumulation_is_mapped_and_a_consistent_global_batch_has_no_counterpart(ds):
@@ -128,6 +161,28 @@ def test_auto_is_unresolved_before_any_other_rule(ds):
     assert imported.strategy == strategy.DistributedStrategy()
 
 
+@pytest.mark.parametrize("name, text, key", [
+    ("ds.json", '{"zero_optimization": {"offload_optimizer": {"device": "none"}}}', "zero_optimization.offload_optimizer.device"),
+    ("ds.json", '{"zero_optimization": {"offload_param": {"device": "none"}}}', "zero_optimization.offload_param.device"),
+    ("ds.json", '{"zero_optimization": {"cpu_offload": false}}', "zero_optimization.cpu_offload"),
+    ("config.yaml", "distributed_type: DEEPSPEED\ndeepspeed_config:\n  offload_optimizer_device: none\n",
+     "deepspeed_config.offload_optimizer_device"),
+    ("config.yaml", "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: false\n", "fsdp_config.fsdp_offload_params"),
+    ("train.toml", "[training]\nenable_cpu_offload = false\n", "training.enable_cpu_offload"),
+])
+def test_offloading_left_off_is_nothing_to_set(imp, name, text, key):
+    e = entry(imp(name, text, world_size=8), key)
+    assert (e.status, e.fields) == ("nothing to set", ())
+    assert e.reason == "no offloading: parameters and optimizer state stay on the device, as here"
+
+
+def test_offloading_to_cpu_or_nvme_has_no_counterpart(ds):
+    imported = ds({"zero_optimization": {"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "nvme"}}})
+    for key in ("zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device"):
+        e = entry(imported, key)
+        assert e.status == "no counterpart" and "offloading to CPU or NVMe is not implemented" in e.reason
+
+
 def test_clipping_has_no_counterpart_and_names_the_optimizers_argument(ds):
     assert "HybridParallelOptimizer(max_grad_norm=...)" in entry(ds({"gradient_clipping": 1.0}), "gradient_clipping").reason
 
@@ -164,11 +219,22 @@ def test_malformed_json_is_a_located_error(write):
 
 # --- torchtitan ---------------------------------------------------------------------------------------------------------
 
-def test_dp_shard_minus_one_takes_the_ranks_left_or_needs_the_world_size(titan):
+def test_dp_shard_minus_one_takes_the_ranks_left_or_is_an_error_naming_world_size(titan):
     text = "[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 2\n"
-    assert entry(titan(text), "parallelism.data_parallel_shard_degree").status == "unresolved"
+    with pytest.raises(strategy.StrategyError) as e:
+        titan(text)
+    assert (e.value.line, e.value.field) == (2, "parallelism.data_parallel_shard_degree")
+    assert "-1 takes the data ranks left" in e.value.message and "pass --world-size" in e.value.message
     hybrid = titan(text, world_size=16).strategy.hybrid_configs
     assert (hybrid.dp_degree, hybrid.mp_degree, hybrid.sharding_degree) == (1, 2, 8)
+
+
+def test_torchtitans_default_fsdp_over_the_ranks_left_needs_the_world_size_and_says_it_is_the_default(titan):
+    with pytest.raises(strategy.StrategyError, match=r"data_parallel_shard_degree: -1 \(torchtitan's default\) takes "
+                                                     r"the data ranks left.*pass --world-size"):
+        titan("[parallelism]\ntensor_parallel_degree = 2\n")
+    hybrid = titan("[parallelism]\ndata_parallel_shard_degree = 2\n").strategy.hybrid_configs
+    assert (hybrid.sharding_degree, hybrid.dp_degree) == (2, 1)  # explicit degrees need no world size
 
 
 def test_replicate_times_shard_is_hsdp(titan):
@@ -205,13 +271,13 @@ def test_the_local_batch_is_cut_into_pipeline_micro_batches(titan):
 
 
 def test_selective_activation_checkpointing_has_no_counterpart(titan):
-    e = entry(titan('[activation_checkpoint]\nmode = "selective"\n'), "activation_checkpoint.mode")
+    e = entry(titan('[activation_checkpoint]\nmode = "selective"\n', world_size=8), "activation_checkpoint.mode")
     assert e.status == "no counterpart" and "would change what is saved" in e.reason
-    assert titan('[activation_checkpoint]\nmode = "full"\n').strategy.recompute
+    assert titan('[activation_checkpoint]\nmode = "full"\n', world_size=8).strategy.recompute
 
 
 def test_tensor_parallelism_is_sequence_parallel_as_torchtitans_plan(titan):
-    s = titan("[parallelism]\ntensor_parallel_degree = 4\n").strategy
+    s = titan("[parallelism]\ntensor_parallel_degree = 4\n", world_size=8).strategy
     assert (s.hybrid_configs.mp_degree, s.hybrid_configs.mp_configs.sequence_parallel) == (4, True)
 
 
@@ -298,9 +364,22 @@ def test_a_deepspeed_file_it_names_is_imported_after_its_key(acc, write):
 
 
 def test_a_missing_file_it_names_is_unresolved_naming_the_path(acc, tmp_path):
-    e = entry(acc("distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: gone.json\n"),
+    e = entry(acc("distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: gone.json\nnum_processes: 2\n"),
               "deepspeed_config.deepspeed_config_file")
     assert e.status == "unresolved" and str(tmp_path / "gone.json") in e.reason
+
+
+def test_sharding_without_num_processes_or_a_world_size_is_an_error_naming_both(acc):
+    with pytest.raises(strategy.StrategyError) as e:
+        acc("distributed_type: FSDP\nmixed_precision: bf16\n")
+    assert e.value.field == "distributed_type"
+    assert e.value.message.endswith("pass --world-size, or state it in the file (num_processes)")
+
+
+def test_the_batch_sizes_of_a_deepspeed_file_it_names_must_agree_with_num_processes(acc, write):
+    write("ds.json", '{"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4}')
+    with pytest.raises(strategy.StrategyError, match=r"so the world size is 4, not 8 \(num_processes; --world-size "):
+        acc("distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: ds.json\nnum_processes: 8\n")
 
 
 def test_accelerates_deepspeed_plugin_runs_stage_2_unless_told(acc):
@@ -326,6 +405,25 @@ def test_malformed_yaml_is_a_located_error(acc):
 def test_the_distributed_optimizer_is_zero_stage_1_over_the_data_ranks(meg):
     hybrid = meg("--tensor-model-parallel-size 2 --use-distributed-optimizer", world_size=8).strategy.hybrid_configs
     assert (hybrid.mp_degree, hybrid.dp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (2, 1, 4, 1)
+
+
+def test_torchruns_processes_per_node_times_nodes_is_the_scripts_world_size(imp):
+    text = "torchrun --nproc_per_node 8 --nnodes 2 pretrain_gpt.py --tensor-model-parallel-size 2 --use-distributed-optimizer\n"
+    imported = imp("train.sh", text)
+    hybrid = imported.strategy.hybrid_configs
+    assert (imported.world_size, hybrid.mp_degree, hybrid.sharding_degree, hybrid.sharding_configs.stage) == (16, 2, 8, 1)
+    assert "hybrid_configs.sharding_degree" in entry(imported, "nnodes").fields
+    overridden = imp("train.sh", text, world_size=32)
+    assert (overridden.world_size, overridden.strategy.hybrid_configs.sharding_degree) == (32, 16)
+    assert entry(overridden, "nproc_per_node").reason == "the world size 32 (--world-size) is used instead"
+
+
+def test_the_distributed_optimizer_without_torchruns_counts_or_a_world_size_is_an_error_naming_them(meg):
+    for args in ("--use-distributed-optimizer", "--use-distributed-optimizer --nproc_per_node gpu --nnodes 2"):
+        with pytest.raises(strategy.StrategyError) as e:
+            meg(args)
+        assert e.value.field == "use-distributed-optimizer"
+        assert e.value.message.endswith("pass --world-size, or state it in the file (nproc_per_node × nnodes)")
 
 
 def test_sequence_parallel_maps_above_tp_1_and_says_why_not_at_tp_1(meg):

@@ -20,8 +20,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "script) and write the strategy it describes: prototxt on standard output, or OUT in the format its\n"
         "extension names (written atomically). Standard error gets one line per setting of the file:\n"
         "`key = value -> fields`, `-> nothing to set: reason`, `-> no counterpart: reason` or\n"
-        "`-> unresolved: reason`. Degrees that depend on the number of ranks need --world-size\n"
-        "(accelerate's num_processes is the file's own).",
+        "`-> unresolved: reason`. What depends on the number of ranks (the data ranks ZeRO or FSDP shards\n"
+        "over, the accumulation a global batch sets) needs --world-size, unless the file gives it: accelerate's\n"
+        "num_processes, torchrun's --nproc_per_node × --nnodes, DeepSpeed's train_batch_size /\n"
+        "(train_micro_batch_size_per_gpu × gradient_accumulation_steps); without either it is exit 1.",
         "strategy import ds_config.json --world-size 8 -o strategy.yaml",
     )
     p.add_argument("input", metavar="FILE", help="the config to import")

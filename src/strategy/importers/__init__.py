@@ -56,7 +56,9 @@ class Imported:
 
     Attributes:
         strategy: the strategy (as `strategy.from_dict` returns it).
-        world_size: the `world_size` argument, else the file's own (accelerate's num_processes), else None.
+        world_size: the `world_size` argument, else the file's own (accelerate's num_processes, torchrun's
+            nproc_per_node × nnodes in a Megatron script, DeepSpeed's data_parallel_size or its three batch sizes:
+            train_batch_size / (micro-batch × accumulation) data ranks), else None (then nothing depends on it).
         entries: one per leaf key of the source, in file order (a file another names follows its naming key).
         assumed: the tool's defaults for keys the file leaves out, where they set or need something (torchtitan's
             FSDP over the ranks left, in bfloat16), each reported like an entry.
@@ -77,12 +79,16 @@ def import_config(path: str | os.PathLike[str], *, kind: str | None = None, worl
         kind: "deepspeed", "torchtitan", "accelerate" or "megatron"; None tells it from the file (`.toml`:
             torchtitan, `.json`: DeepSpeed, YAML with distributed_type or compute_environment: accelerate, a text
             or shell file with Megatron's `--...-parallel-size` flags: Megatron).
-        world_size: the number of ranks; without it (and without the file's own) degrees that depend on it stay
-            unresolved and `dp_degree` is left to be inferred.
+        world_size: the number of ranks; without it, the file's own (see `Imported.world_size`). With neither, a
+            replicated `dp_degree` is left to be inferred (-1), and anything else that depends on the world size (the
+            data ranks ZeRO or FSDP shards over, torchtitan's -1, the accumulation a global batch sets) is an error
+            naming --world-size: the strategy would otherwise train something other than the config.
 
     Raises:
         StrategyError: the file is unreadable or malformed (located), its kind cannot be told, a degree is not a
-            number, or the degrees do not divide the world size.
+            number, the degrees do not divide the world size, a setting needs the world size and nothing gives it,
+            or the file's batch sizes imply another world size than `world_size` (DeepSpeed asserts train_batch_size
+            = micro-batch × accumulation × data ranks).
 
     Example::
 

@@ -12,7 +12,8 @@ over every process) and the guides https://huggingface.co/docs/accelerate/usage_
 
 from __future__ import annotations
 
-from .common import CLIP, OFFLOAD, SELECTIVE, Leaf, NoCounterpart, Nothing, Rule, Tool, choice, flatten, integer, truth
+from .common import (CLIP, OFFLOAD, OFFLOAD_DEVICE, OFFLOAD_SWITCH, SELECTIVE, Leaf, NoCounterpart, Nothing, Rule, Tool,
+                     choice, flatten, integer, truth)
 
 __all__ = ["TOOL"]
 
@@ -79,7 +80,7 @@ RULES = (
                               "fsdp_sharding_strategy")),
     Rule(key="fsdp_config.fsdp_activation_checkpointing", means="recompute", read=truth(True, False), cite="fsdp",
          reason="FSDP checkpoints every wrapped transformer layer, as recompute does every block"),
-    Rule(key="fsdp_config.fsdp_offload_params", reason=OFFLOAD, cite="fsdp"),
+    Rule(key="fsdp_config.fsdp_offload_params", means="offload", read=OFFLOAD_SWITCH, cite="fsdp"),
     Rule(key="fsdp_config.fsdp_version", cite="fsdp", reason="sharding here is always FSDP2's fully_shard"),
     Rule(key="fsdp_config.fsdp_auto_wrap_policy", cite="fsdp",
          reason="the units are the model's blocks (its _no_split_modules classes, else its largest ModuleList)"),
@@ -96,6 +97,7 @@ RULES = (
     Rule(key="deepspeed_config.zero_stage", means="zero_stage", read=integer(0), cite="deepspeed"),
     Rule(key="deepspeed_config.gradient_accumulation_steps", means="accum", read=integer(), cite="deepspeed"),
     Rule(key="deepspeed_config.gradient_clipping", reason=CLIP, cite="deepspeed"),
+    Rule(key="deepspeed_config.offload_*_device", means="offload", read=OFFLOAD_DEVICE, cite="deepspeed"),
     Rule(key="deepspeed_config.offload_*", reason=OFFLOAD, cite="deepspeed"),
     Rule(key="deepspeed_config.zero3_save_16bit_model", cite="deepspeed",
          reason="checkpoints are parallel.save's (sharded; full_state_dict gathers)"),

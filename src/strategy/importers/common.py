@@ -14,8 +14,9 @@ from typing import Any, NamedTuple
 from ..errors import Location, StrategyError
 from ..formats.tree import Mapping as TreeMapping, Node, Scalar, Sequence as TreeSequence
 
-__all__ = ["AUTO", "CLIP", "OFFLOAD", "SCALE_FLOOR", "SELECTIVE", "Leaf", "NoCounterpart", "Nothing", "Reader", "Rule", "Tool", "Unexpanded", "choice", "const",
-           "flatten", "integer", "number", "show", "truth"]
+__all__ = ["AUTO", "CLIP", "OFFLOAD", "OFFLOAD_DEVICE", "OFFLOAD_SWITCH", "SCALE_FLOOR", "SELECTIVE", "Leaf",
+           "NoCounterpart", "Nothing", "Reader", "Rule", "Tool", "Unexpanded", "choice", "const", "flatten", "integer",
+           "number", "show", "truth"]
 
 AUTO = "auto"  # the Trainer / accelerate convention: filled in at launch, so unset here
 
@@ -259,6 +260,13 @@ def _describe(value: Any) -> str:
 
 def _describe_pair(on: Any, off: Any) -> str:
     return f"true: {_describe(on)}; false: {_describe(off)}"
+
+
+# Offloading, said once for every tool: off (a false switch, device "none") is how the strategy runs; on has no
+# counterpart.
+_NO_OFFLOAD = Nothing("no offloading: parameters and optimizer state stay on the device, as here")
+OFFLOAD_SWITCH = truth(NoCounterpart(OFFLOAD), _NO_OFFLOAD)
+OFFLOAD_DEVICE = choice({"none": _NO_OFFLOAD, "cpu": NoCounterpart(OFFLOAD), "nvme": NoCounterpart(OFFLOAD)})
 
 
 def located(leaf: Leaf, message: str) -> StrategyError:

@@ -6,12 +6,14 @@ accumulation × data-parallel ranks, asserted), `deepspeed/runtime/fp16/loss_sca
 2^16 to start, ×2 after 1000 clean steps, ÷2 on overflow once the hysteresis of 2 is spent),
 `deepspeed/runtime/tensor_parallel/config.py` (AutoTP's `tensor_parallel.autotp_size`) and `deepspeed/__init__.py`
 (Ulysses: `sequence_parallel_size` with `data_parallel_size` builds the data × sequence mesh). ZeRO shards over every
-data rank, so stages 1-3 put them all on sharding_degree; the data ranks are the world over the model-parallel ones.
+data rank, so stages 1-3 put them all on sharding_degree; the data ranks are the world over the model-parallel ones, or,
+when the file gives all three batch sizes, train_batch_size / (micro-batch × accumulation), which DeepSpeed asserts.
 """
 
 from __future__ import annotations
 
-from .common import CLIP, OFFLOAD, SCALE_FLOOR, Leaf, Nothing, Rule, Tool, flatten, integer, number, truth
+from .common import (CLIP, OFFLOAD, OFFLOAD_DEVICE, OFFLOAD_SWITCH, SCALE_FLOOR, Leaf, Nothing, Rule, Tool, flatten,
+                     integer, number, truth)
 
 __all__ = ["TOOL"]
 
@@ -54,7 +56,10 @@ RULES = (
     Rule(key="zero_optimization.mics_shard_size", means="shard_group", cite="zero-src",
          read=integer(1, also=(-1,), scale=lambda n: Nothing("-1: MiCS off") if n == -1 else n,
                       describe="MiCS: shards of this size, replicated over the rest; -1 off")),
+    Rule(key="zero_optimization.offload_*.device", means="offload", read=OFFLOAD_DEVICE, cite="offload"),
     Rule(key="zero_optimization.offload_*", reason=OFFLOAD, cite="offload"),
+    Rule(key="zero_optimization.cpu_offload", means="offload", read=OFFLOAD_SWITCH, cite="zero-src"),
+    Rule(key="zero_optimization.cpu_offload_param", means="offload", read=OFFLOAD_SWITCH, cite="zero-src"),
     Rule(key="zero_optimization.cpu_offload*", reason=OFFLOAD, cite="zero-src"),
     Rule(key="zero_optimization.stage3_gather_*_weights_on_model_save", cite="zero",
          reason="how checkpoints are written: parallel.save writes sharded checkpoints (full_state_dict gathers)"),

@@ -11,8 +11,10 @@ __all__ = ["FACTS", "SCHEDULES", "Occurrence", "Outcome", "Schedule"]
 
 # What each fact sets, for the mapping table (the rules say which key states it and how its value reads).
 FACTS: dict[str, str] = {
-    "world_size": "the world size: the degrees it sizes",
-    "num_machines": "the machines (HYBRID_SHARD shards within one)",
+    "world_size": "the world size: the degrees it sizes (--world-size, when given, is used instead)",
+    "node_procs": "the processes per machine: × the machines, the world size (--world-size, when given, is used "
+                  "instead)",
+    "num_machines": "the machines (HYBRID_SHARD shards within one; × the processes per machine, the world size)",
     "data_ranks": "the data ranks (dp_degree × sharding_degree)",
     "tp": "hybrid_configs.mp_degree",
     "pp": "hybrid_configs.pp_degree",
@@ -30,7 +32,8 @@ FACTS: dict[str, str] = {
     "reshard": "hybrid_configs.sharding_configs.stage: 3 when parameters are freed after forward, else 2",
     "micro": "pipeline_configs.micro_batch_size under pp; else the data loader's batch (no counterpart)",
     "global": "the accumulation, global / (micro × data ranks): pipeline_configs.accumulate_steps under pp, "
-              "else gradient_merge, gradient_merge_configs.k_steps and avg when > 1",
+              "else gradient_merge, gradient_merge_configs.k_steps and avg when > 1; with the accumulation given too, "
+              "the data ranks, global / (micro × accumulation), and so the world size (--world-size must agree)",
     "accum": "pipeline_configs.accumulate_steps under pp, else gradient_merge, gradient_merge_configs.k_steps and "
              "avg when > 1",
     "pp_micro": "pipeline_configs.micro_batch_size under pp (the local batch cut into micro-batches of this size)",
@@ -55,6 +58,7 @@ FACTS: dict[str, str] = {
                   "optimizer updates, a step here is a micro-step)",
     "ckpt_keep": "checkpoint_configs.keep_last (0: all)",
     "ckpt_async": "checkpoint_configs.async_save",
+    "offload": "offloading parameters or optimizer state to CPU or NVMe (not implemented; off is how the strategy runs)",
 }
 
 

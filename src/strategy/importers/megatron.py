@@ -5,14 +5,18 @@ cp · dp; the global batch defaults to micro × dp; `--recompute-activations` is
 parallelism is turned off at tp 1), `megatron/core/model_parallel_config.py` (the parallel degrees, expert parallelism
 carved out of the data ranks), `megatron/core/num_microbatches_calculator.py` (micro-batches per step = global /
 (micro × dp)), `megatron/core/optimizer/__init__.py` (the fp16 loss scaler: 2^32 to start, ×2 after
---loss-scale-window clean steps, ÷2 on overflow once --hysteresis is spent) and the distributed optimizer guide
-https://docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/dist_optimizer.html (ZeRO-1 over dp). The
-script is read, not run (see `launcher`): every branch counts, and a flag given twice keeps its last value.
+--loss-scale-window clean steps, ÷2 on overflow once --hysteresis is spent), the distributed optimizer guide
+https://docs.nvidia.com/megatron-core/developer-guide/latest/api-guide/dist_optimizer.html (ZeRO-1 over dp) and
+torchrun's options (the script's world size is its --nproc_per_node × --nnodes). The script is read, not run (see
+`launcher`): every branch counts, and a flag given twice keeps its last value.
 """
 
 from __future__ import annotations
 
-from .common import CLIP, SCALE_FLOOR, SELECTIVE, Leaf, NoCounterpart, Rule, Tool, choice, const, integer, number, text
+from collections.abc import Callable
+
+from .common import (CLIP, SCALE_FLOOR, SELECTIVE, Leaf, NoCounterpart, Reader, Rule, Tool, choice, const, integer,
+                     number, text)
 from .launcher import flags
 
 __all__ = ["TOOL"]
@@ -33,6 +37,19 @@ _MODEL = "the model's architecture, built by the model's code"
 _TRAINING = "the training loop's (data, schedule, logging, checkpoints)"
 _TUNING = "communication and kernel tuning with no counterpart (the runtime overlaps on its own)"
 _SPLIT = "how the layers are cut into stages is the model's pipeline split, not the strategy"
+
+def _launched(at_launch: Callable[[str], bool], words: str) -> Reader:
+    """A torchrun count: a whole number, or a word torchrun resolves only at launch (`at_launch`), which has no
+    counterpart here (--world-size says it)."""
+    whole = integer()
+
+    def read(value: object) -> object:
+        if isinstance(value, str) and at_launch(value.strip().lower()):
+            return NoCounterpart("torchrun decides it at launch; --world-size gives the world size here")
+        return whole.read(value)
+
+    return Reader(f"a whole number; {words} (no counterpart)", read)
+
 
 RULES = (
     Rule(key="tensor-model-parallel-size", means="tp", read=integer(), cite="parallel"),
@@ -135,9 +152,10 @@ RULES = (
         "sample", "cpuctxsw", "trace", "trace-fork-before-exec", "capture-range", "capture-range-end",
         "cuda-graph-trace", "cuda-memory-usage", "cudabacktrace", "python-sampling*", "gpu-metrics-*", "nic-metrics",
         "force-overwrite", "stats", "export", "delay", "duration", "kill", "wait")),
-    Rule(key="nproc?per?node", cite="torchrun",
-         reason="torchrun's: the world size is nproc_per_node × nnodes; pass --world-size"),
-    Rule(key="nnodes", cite="torchrun", reason="torchrun's: the world size is nproc_per_node × nnodes; pass --world-size"),
+    Rule(key="nproc?per?node", means="node_procs", cite="torchrun", read=_launched(
+        lambda word: word in ("auto", "gpu", "cpu", "xpu"), '"auto", "gpu", "cpu", "xpu": counted at launch')),
+    Rule(key="nnodes", means="num_machines", cite="torchrun", read=_launched(
+        lambda word: ":" in word, "MIN:MAX: an elastic range, known at launch")),
     *(Rule(key=key, reason="torchrun's: where the processes start and meet", cite="torchrun") for key in (
         "node?rank", "master?addr", "master?port", "rdzv?*", "standalone", "max?restarts", "monitor?interval",
         "redirects", "tee", "log?dir", "role", "local?addr")),

@@ -2,18 +2,18 @@
 
 World = dp · pp · sharding · sep · cp · mp. The data ranks (world / (mp · pp · sep · cp)) go to dp_degree, or to
 sharding_degree under ZeRO / FSDP; ep_degree is carved out of the ranks outside mp and pp (Megatron's and torchtitan's
-rule), never multiplying the world. Each fact is stated once by the tools' rules; this module is the one place that
-turns facts into fields, so every importer maps alike.
+rule), never multiplying the world. Each fact is stated once by the tools' rules; this module (with `world`, the world
+size and the degrees it sizes, on `ledger`'s bookkeeping) is the one place that turns facts into fields, so every
+importer maps alike.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
-from ..errors import StrategyError
 from .common import Leaf, Tool, located
 from .facts import SCHEDULES, Occurrence, Outcome
+from .world import World
 
 __all__ = ["plan"]
 
@@ -26,78 +26,9 @@ def plan(occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_si
     return planner.strategy, planner.world, planner.outcomes()
 
 
-class _Planner:
-    def __init__(self, occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_size: int | None) -> None:
-        self.tool = tool
-        self.leaves = leaves
-        self.by_fact: dict[str, list[Occurrence]] = defaultdict(list)
-        for occ in occurrences:
-            self.by_fact[occ.fact].append(occ)
-        self.facts = {fact: occs[-1].value for fact, occs in self.by_fact.items()}
-        self.world_arg = world_size
-        self.world: int | None = world_size
-        self.strategy: dict[str, Any] = {}
-        self.owner: dict[str, tuple[str, ...]] = {}  # field path -> the facts that set it
-        self.verdict: dict[str, tuple[str, str]] = {}  # fact -> (status, reason)
+class _Planner(World):
+    """The rules, in order: the degrees, the data split and stage, experts, batches, pipeline, precision, checkpoints."""
 
-    # --- bookkeeping -------------------------------------------------------------------------------------------------
-    def has(self, fact: str) -> bool:
-        return fact in self.facts
-
-    def get(self, fact: str, default: Any = None) -> Any:
-        return self.facts.get(fact, default)
-
-    def set(self, path: str, value: Any, *by: str) -> None:
-        """Write a field, owned by those of `by` the file states (a later owner takes it over)."""
-        node = self.strategy
-        *parents, name = path.split(".")
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        node[name] = value
-        self.owner[path] = tuple(f for f in by if self.has(f))
-
-    def owns(self, fact: str) -> bool:
-        return any(fact in facts for facts in self.owner.values())
-
-    def mark(self, fact: str, status: str, reason: str = "") -> None:
-        if self.has(fact) and fact not in self.verdict:
-            self.verdict[fact] = (status, reason)
-
-    def key(self, fact: str) -> str:
-        return self.leaves[self.by_fact[fact][-1].entry].key
-
-    def said(self, fact: str) -> str:
-        """`key = value` as the file spells the fact (for messages)."""
-        leaf = self.leaves[self.by_fact[fact][-1].entry]
-        return f"{leaf.key} {leaf.value}"
-
-    def error(self, fact: str, message: str) -> StrategyError:
-        return located(self.leaves[self.by_fact[fact][-1].entry], message)
-
-    def world_text(self) -> str:
-        if self.world_arg is not None:
-            return f"the world size {self.world} (--world-size)"
-        return f"the world size {self.world} ({self.key('world_size')})"
-
-    def outcomes(self) -> dict[int, list[Outcome]]:
-        fields: dict[str, list[str]] = defaultdict(list)
-        for path, facts in self.owner.items():
-            for fact in facts:
-                fields[fact].append(path)
-        result: dict[int, list[Outcome]] = defaultdict(list)
-        for fact, occs in self.by_fact.items():
-            last = occs[-1]
-            for occ in occs[:-1]:
-                leaf = self.leaves[last.entry]
-                result[occ.entry].append(Outcome("no counterpart", (), f"overridden by {leaf.key} = {leaf.value}"))
-            status, reason = self.verdict.get(fact, ("mapped", ""))
-            got = tuple(sorted(fields.get(fact, ()), key=_field_order))
-            if status == "mapped" and not got and not reason:
-                raise AssertionError(f"fact {fact} of {self.key(fact)} was neither mapped nor explained")
-            result[last.entry].append(Outcome(status, got if status == "mapped" else (), reason))
-        return result
-
-    # --- the rules ---------------------------------------------------------------------------------------------------
     def run(self) -> None:
         self.degrees()
         self.data_split()
@@ -137,30 +68,6 @@ class _Planner:
                 value *= self.strategy.get("gradient_merge_configs", {}).get("k_steps", 1)
             self.set(f"checkpoint_configs.{name}", value, fact, "ckpt_enable")
 
-    def degrees(self) -> None:
-        if self.world is None and self.has("world_size"):
-            self.world = int(self.get("world_size"))
-        self.tp, self.pp, self.sep, self.cp = (int(self.get(f, 1)) for f in ("tp", "pp", "sep", "cp"))
-        model = self.tp * self.pp * self.sep * self.cp
-        if self.world is None and self.has("data_ranks"):
-            self.world = int(self.get("data_ranks")) * model
-        for fact, name in (("tp", "mp_degree"), ("pp", "pp_degree"), ("sep", "sep_degree"), ("cp", "cp_degree")):
-            if self.has(fact) or self.world is not None:
-                self.set(f"hybrid_configs.{name}", int(self.get(fact, 1)), fact, "world_size")
-        self.data: int | None = None
-        if self.world is not None:
-            if self.world % model:
-                named = [f"{self.said(f)}" for f in ("tp", "pp", "sep", "cp") if self.has(f)]
-                product = " × ".join(named) if named else "1"
-                blame = next(f for f in ("tp", "pp", "sep", "cp", "world_size") if self.has(f))
-                raise self.error(blame, f"{product} = {model} ranks for each model copy do not divide {self.world_text()}")
-            self.data = self.world // model
-            if self.has("data_ranks") and self.get("data_ranks") != self.data:
-                raise self.error("data_ranks", f"{self.data} data ranks are left at {self.world_text()}, "
-                                 f"not {self.get('data_ranks')}")
-        if self.has("world_size") and self.world != self.get("world_size"):
-            self.mark("world_size", "no counterpart", f"--world-size {self.world} is used instead")
-
     def data_split(self) -> None:
         """dp_degree and sharding_degree from the data ranks, and the sharding stage."""
         stage, mode, group = self.get("zero_stage"), self.get("data_mode"), self.get("shard_group")
@@ -169,9 +76,9 @@ class _Planner:
             self.mark("data_mode", "mapped", "accelerate's DeepSpeed plugin runs ZeRO stage 2 unless told")
         explicit = self.has("replicate") or self.has("shard")
         machines = ("num_machines",) if group == "node" else ()
-        by_dp = ("replicate", "world_size", "data_ranks") if explicit else (
-            "zero_stage", "data_mode", "fsdp_stage", "shard_group", "world_size", "data_ranks", *machines)
-        by_sharding = ("shard", "world_size", "data_ranks") if explicit else by_dp
+        by_dp = ("replicate", *self.sized, "data_ranks") if explicit else (
+            "zero_stage", "data_mode", "fsdp_stage", "shard_group", *self.sized, "data_ranks", *machines)
+        by_sharding = ("shard", *self.sized, "data_ranks") if explicit else by_dp
         dp: int | None = None
         sharding: int | None = None
         if explicit:  # explicit degrees (torchtitan, accelerate's parallelism_config)
@@ -181,19 +88,16 @@ class _Planner:
                 dp = self.data  # accelerate: a parallelism_config of size 1 replicates over every process
             if sharding == -1:
                 if self.data is None:
-                    self.mark("shard", "unresolved", "-1 takes the data ranks left, which needs the world size: "
-                              "pass --world-size")
-                    sharding = None
-                elif self.data % dp:
+                    raise self.needs_world("shard", f"-1{self.default('shard')} takes the data ranks left, and so")
+                if self.data % dp:
                     raise self.error("replicate", f"{self.said('replicate')} does not divide the "
                                      f"{self.data} data ranks at {self.world_text()}")
-                else:
-                    sharding = self.data // dp
+                sharding = self.data // dp
             if self.data is not None and sharding is not None and dp * sharding != self.data:
                 blame = "shard" if self.has("shard") else "replicate"
                 raise self.error(blame, f"{dp} replicas × {sharding} shards ≠ the {self.data} data ranks at "
                                  f"{self.world_text()} (world / (tp · pp · sep · cp))")
-            sharded = None if sharding is None else sharding > 1
+            sharded = sharding > 1
         elif (stage or 0) >= 1 or (mode == "shard" and self.get("fsdp_stage") != 0):
             sharded = True
             if group == "node" and self.data is not None:
@@ -212,7 +116,10 @@ class _Planner:
             elif self.data is not None:
                 dp, sharding = 1, self.data
             elif group == "node":
-                self.mark("shard_group", "unresolved", "the ranks of one machine need the world size: pass --world-size")
+                raise self.needs_world("shard_group", "sharding within each machine")
+            else:
+                blame = next(f for f in ("zero_stage", "fsdp_stage", "data_mode") if self.has(f))
+                raise self.needs_world(blame, "it shards over every data rank, and sharding_degree (the data ranks)")
         else:
             sharded = False
             if self.data is not None:
@@ -225,13 +132,9 @@ class _Planner:
             self.set("hybrid_configs.dp_degree", dp, *by_dp)
         if sharding is not None:
             self.set("hybrid_configs.sharding_degree", sharding, *by_sharding)
-        self.sharded: bool | None = sharded
+        self.sharded = sharded
         self.sharding, self.dp = sharding, dp
         self.stage(stage, sharded, sharding)
-        for fact in ("data_mode", "zero_stage", "fsdp_stage", "shard_group"):
-            if sharding is None and not self.owns(fact):
-                self.mark(fact, "mapped", "the data ranks are sharded, and sharding_degree (the data ranks) needs the "
-                          "world size: pass --world-size")
         if explicit and not self.owns("data_mode"):
             named = self.key("shard") if self.has("shard") else self.key("replicate")
             self.mark("data_mode", "mapped", f"the data degrees come from {named.rsplit('.', 1)[0]}")
@@ -240,7 +143,7 @@ class _Planner:
         """A DeepSpeed file was imported through accelerate's deepspeed_config_file (its stage, or DeepSpeed's 0)."""
         return any(".deepspeed_config_file." in leaf.key for leaf in self.leaves)
 
-    def stage(self, stage: int | None, sharded: bool | None, sharding: int | None) -> None:
+    def stage(self, stage: int | None, sharded: bool, sharding: int | None) -> None:
         """sharding_configs.stage: the ZeRO stage, else FSDP's strategy, else whether it reshards after forward."""
         by: tuple[str, ...]
         fsdp = self.get("data_mode") == "shard" or ((self.has("replicate") or self.has("shard")) and stage is None)
@@ -269,17 +172,12 @@ class _Planner:
             if self.get("data_mode") == "shard":
                 self.mark("data_mode", "mapped", why)
             return
-        if sharded is None and stage is None and not self.has("fsdp_stage") and not self.has("reshard"):
-            return
         self.set("hybrid_configs.sharding_configs.stage", value, *by)
         for fact in ("fsdp_stage", "reshard", "zero_stage"):
             if fact not in by and self.has(fact):
                 self.mark(fact, "no counterpart", f"the stage comes from {self.key(by[0])}" if self.has(by[0]) else
                           "the stage comes from another key")
-        if sharding is None:
-            for fact in by:
-                self.mark(fact, "mapped", "sharding_degree (the data ranks) needs the world size: pass --world-size")
-        if self.cp > 1 and self.tool.kind in ("torchtitan", "accelerate") and sharding is not None:
+        if self.cp > 1 and self.tool.kind in ("torchtitan", "accelerate"):
             self.mark("shard", "mapped", f"{self.tool.name}'s FSDP also spans the cp ranks; here sharding_degree covers "
                       "the data ranks only")
 
@@ -303,10 +201,7 @@ class _Planner:
             self.mark("global", "no counterpart", "-1: the local batch times the data ranks, no accumulation")
         if acc is not None:
             k, by = int(acc), ("accum",)
-            if glob is not None and glob != -1:
-                if micro is not None and ranks is not None and glob != micro * k * ranks:
-                    raise self.error("global", f"{self.said('global')} ≠ {self.said('micro')} × {self.said('accum')} × "
-                                     f"{ranks} data ranks at {self.world_text()}")
+            if glob is not None and glob != -1:  # global = micro × accum × data ranks: checked with the degrees
                 self.mark("global", "no counterpart", "the accumulation is set by " + self.key("accum") +
                           "; the global batch itself is the data loader's")
         elif glob is not None and glob != -1:
@@ -314,8 +209,8 @@ class _Planner:
                 self.mark("global", "no counterpart", "without a micro-batch size it sets no accumulation; "
                           "the global batch is the data loader's")
             elif ranks is None:
-                self.mark("global", "unresolved", "the accumulation is global / (micro × data ranks), and the data "
-                          "ranks need the world size: pass --world-size")
+                raise self.needs_world("global", f"the accumulation, {self.said('global')} / ({self.said('micro')} × "
+                                       "the data ranks),")
             else:
                 q, r = divmod(glob, micro * ranks)
                 if r or not q:
@@ -421,10 +316,6 @@ class _Planner:
         (torchtitan: pure under FSDP or cp, autocast under plain DDP or one device, nothing otherwise)."""
         plugin = self.get("data_mode") in ("shard", "deepspeed", "megatron")
         sharded = self.sharded or (mode == "fsdp" and self.cp > 1) or (mode == "plugin" and plugin)
-        if mode in ("plugin", "fsdp") and self.sharded is None and not sharded:
-            self.mark("amp", "unresolved", "whether the data ranks are sharded (and the weights kept in " + dtype +
-                      ") needs the world size: pass --world-size")
-            return
         if mode == "fsdp" and not sharded and (self.tp > 1 or self.pp > 1 or self.has("ep")):
             self.mark("amp", "no counterpart", "torchtitan applies it only under FSDP, or under plain DDP or on one "
                       "device: this run trains in float32")
@@ -442,12 +333,3 @@ class _Planner:
                 scaler = import_module(f".{self.get('data_mode')}", __package__).TOOL.scaler
             for name, value in scaler.items():
                 self.set(f"amp_configs.{name}", value, "amp")
-
-
-_ORDER = ("hybrid_configs.dp_degree", "hybrid_configs.mp_degree", "hybrid_configs.pp_degree",
-          "hybrid_configs.sharding_degree", "hybrid_configs.sep_degree", "hybrid_configs.cp_degree")
-
-
-def _field_order(path: str) -> int:
-    """The degrees in Paddle's order first, then the rest as they were written (the sort is stable)."""
-    return _ORDER.index(path) if path in _ORDER else len(_ORDER)

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from ..errors import Location, StrategyError
-from .common import CLIP, OFFLOAD, SELECTIVE, Leaf, NoCounterpart, Nothing, Rule, Tool, choice, integer, text, truth
+from .common import CLIP, OFFLOAD_SWITCH, SELECTIVE, Leaf, NoCounterpart, Nothing, Rule, Tool, choice, integer, text, truth
 
 __all__ = ["TOOL"]
 
@@ -56,8 +56,7 @@ RULES = (
     Rule(key="training.global_batch_size", means="global", read=integer(1, also=(-1,)), cite="job"),
     Rule(key="training.max_norm", reason=CLIP,
          cite="job"),
-    Rule(key="training.enable_cpu_offload", cite="job",
-         reason=OFFLOAD),
+    Rule(key="training.enable_cpu_offload", means="offload", read=OFFLOAD_SWITCH, cite="job"),
     Rule(key="training.dtype", means="amp", cite="job", read=choice({
         "float32": Nothing("float32, the strategy's default"),
         "bfloat16": NoCounterpart("bf16 weights and optimizer state without fp32 masters are not implemented "
