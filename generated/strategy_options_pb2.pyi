@@ -45,6 +45,8 @@ GROUP_FIELD_NUMBER: _ClassVar[int]
 group: _descriptor.FieldDescriptor
 ALWAYS_ON_FIELD_NUMBER: _ClassVar[int]
 always_on: _descriptor.FieldDescriptor
+DECIDES_FIELD_NUMBER: _ClassVar[int]
+decides: _descriptor.FieldDescriptor
 EXCLUDES_FIELD_NUMBER: _ClassVar[int]
 excludes: _descriptor.FieldDescriptor
 EXPERT_AXIS_FIELD_NUMBER: _ClassVar[int]

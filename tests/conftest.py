@@ -23,6 +23,19 @@ PADDLE_FILES = sorted(p for p in PADDLE_FIXTURES.iterdir() if p.suffix in (".pro
 PADDLE_IMPLEMENTED_CASES = ["dp2_tp2_sync_average", "tp2_async_skip", "tp2_defaults"]
 
 
+def explain_rows(text: str) -> dict[str, list[str]]:
+    """`strategy explain`'s field table: path -> [value, source, effect], an effect folded onto the lines below its row
+    joined back (a value folded under its column is not)."""
+    rows: dict[str, list[str]] = {}
+    row: list[str] = []
+    for line in text.split("\n\n", 1)[0].splitlines()[1:]:
+        if line.startswith(" "):
+            row[2] = f"{row[2]} {line.strip()}".lstrip()
+        else:
+            row = rows[line.split()[0]] = (line.split(None, 3)[1:] + [""])[:3]
+    return rows
+
+
 @pytest.fixture
 def write(tmp_path: Path):
     """write(name, text_or_bytes) -> path of a new file in a temporary folder."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import PADDLE_FILES, PADDLE_FIXTURES, PADDLE_IMPLEMENTED_CASES, ROOT
+from conftest import PADDLE_FILES, PADDLE_FIXTURES, PADDLE_IMPLEMENTED_CASES, ROOT, explain_rows
 
 
 def strategy_cli(*args: str, cwd=None, stdin: str | None = None, env=None) -> subprocess.CompletedProcess:
@@ -114,7 +114,7 @@ def test_explain_shows_values_sources_effects_and_groups(write):
     path = write("a.prototxt", "hybrid_configs { mp_degree: 2 mp_configs { mp_skip_c_identity: true } }")
     result = strategy_cli("explain", str(path), "--world-size", "4", "--all")
     assert result.returncode == 0, result.stderr
-    rows = {line.split()[0]: line.split(None, 3)[1:] for line in result.stdout.splitlines() if line.startswith("hybrid_configs.")}
+    rows = explain_rows(result.stdout)
     assert rows["hybrid_configs.dp_degree"] == ["-1", "default", "inferred: 2"]
     assert rows["hybrid_configs.mp_configs.mp_skip_c_identity"] == [
         "true", "set", "no effect: requires hybrid_configs.mp_configs.mp_async_allreduce: true"]

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 
 import strategy
+from conftest import explain_rows
 from strategies import messages
 from strategy import StrategyError
 
@@ -146,7 +147,7 @@ def test_unknown_names_stay_errors_and_suggest_only_names_at_that_level():
 def test_explain_lists_every_set_field_with_its_status():
     s = strategy.loads("a_sync: true localsgd: true hybrid_configs { mp_degree: 2 pp_configs { delay_scale_loss: true } }")
     text = strategy.explain(s, world_size=2, all_fields=True)
-    rows = {line.split()[0]: line.split(None, 3)[1:] for line in text.splitlines()[1:] if line and not line.startswith(" ")}
+    rows = explain_rows(text)
     assert rows["localsgd"] == ["true", "set", "not implemented: torch offers it as PostLocalSGDOptimizer (torch.distributed.optim)"]
     assert rows["a_sync"][:2] == ["true", "set"] and rows["a_sync"][2].startswith("no effect in PyTorch: parameter-server")
     assert rows["hybrid_configs.pp_configs.delay_scale_loss"] == ["true", "set", "no effect: hybrid_configs.pp_degree is 1"]

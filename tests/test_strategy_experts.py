@@ -104,9 +104,10 @@ def test_explain_shows_the_expert_groups(capsys, write):
                                  "moe_sharding_degree: 2 }")
     assert main(["explain", str(path), "--world-size", "8"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    at = lines.index(next(line for line in lines if line.startswith("  expert groups")))
-    assert lines[at + 1:at + 3] == ["    moe_sharding groups: [0, 4] [1, 5] [2, 6] [3, 7]",
-                                    "    ep groups: [0, 1, 2, 3] [4, 5, 6, 7]"]
+    at = lines.index(next(line for line in lines if line.startswith("    moe_sharding groups")))
+    assert lines[at - 2].startswith("  expert groups (order edp, moe_sharding, pp, ep; ep innermost; edp: the ranks")
+    assert lines[at:at + 2] == ["    moe_sharding groups: [0, 4] [1, 5] [2, 6] [3, 7]",
+                                "    ep groups: [0, 1, 2, 3] [4, 5, 6, 7]"]
     assert main(["explain", str(path), "--world-size", "8", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)["groups"]["experts"]
     assert data["order"] == ["edp", "moe_sharding", "pp", "ep"]
@@ -118,9 +119,9 @@ def test_explain_splits_the_memory_into_dense_and_expert_rows(capsys, write):
     assert main(["explain", str(path), "--world-size", "4", "--params", "47e9", "--expert-params", "45e9"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("  of them")))
-    assert lines[at] == ("  of them 45,000,000,000 in experts, split over ep 4 × pp 1 (each rank its block, whole on "
-                         "the replicas beyond ep)")
-    rows = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines[at + 2:at + 6]}
+    assert lines[at:at + 2] == ["  of them 45,000,000,000 in experts, split over ep 4 × pp 1 (each rank its block, whole on the",
+                                "      replicas beyond ep)"]
+    rows = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines[at + 3:at + 7]}
     assert rows["dense per rank"] == ["29.80", "GiB"]  # 2e9 × 16 bytes, nothing splits it
     assert rows["experts per rank"] == ["167.64", "GiB"]  # 45e9 × 16 bytes / ep 4
     assert rows["one process"] == ["700.35", "GiB"]
@@ -134,7 +135,7 @@ def test_explain_shards_the_expert_rows_over_moe_sharding_as_the_stage_says(caps
     assert main(["explain", str(path), "--world-size", "4", "--params", "47e9", "--expert-params", "45e9"]) == 0
     lines = capsys.readouterr().out.splitlines()
     at = lines.index(next(line for line in lines if line.startswith("  of them")))
-    assert lines[at] == ("  of them 45,000,000,000 in experts, split over ep 2 × pp 1 (each rank its block, sharded "
-                         "over moe_sharding 2 at stage 3, whole on the replicas beyond)")
-    rows = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines[at + 2:at + 6]}
+    assert lines[at:at + 2] == ["  of them 45,000,000,000 in experts, split over ep 2 × pp 1 (each rank its block, sharded over",
+                                "      moe_sharding 2 at stage 3, whole on the replicas beyond)"]
+    rows = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines[at + 3:at + 7]}
     assert rows["experts per rank"] == ["167.64", "GiB"]  # 45e9 × 16 bytes / ep 2 / moe_sharding 2

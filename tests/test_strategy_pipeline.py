@@ -10,7 +10,7 @@ import warnings
 import pytest
 
 import strategy
-from conftest import ROOT
+from conftest import ROOT, explain_rows
 from pipeline_texts import DUALPIPEV_HINT, error_of, pipe, resolve
 from strategy import PipelineSettings, StrategyError
 from strategy.cli import main
@@ -163,8 +163,7 @@ def test_explain_shows_the_schedule_the_stages_of_each_rank_and_a_step():
         "pipeline: torch.distributed.pipelining.Schedule1F1B, 2 stages over pp 2 (one per rank)",
         "  pp rank 0: stage 0",
         "  pp rank 1: stage 1",
-        "  a step: 4 micro-batches (accumulate_steps) × 1 sample (micro_batch_size) = 4 samples per data rank, 8 over 2 "
-        "data ranks (dp × sharding)",
+        "  a step: 4 micro-batches × 1 sample = 4 samples per data rank, 8 over 2 data ranks (dp × sharding)",
     ]
 
 
@@ -175,8 +174,8 @@ def test_explain_shows_a_v_of_stages_for_dualpipev():
         "pipeline: torch.distributed.pipelining.ScheduleDualPipeV, 4 stages over pp 2 (in a V)",
         "  pp rank 0: stages 0, 3",
         "  pp rank 1: stages 1, 2",
-        "  a step: 8 micro-batches (accumulate_steps) × 2 samples (micro_batch_size) = 16 samples per data rank, 32 over "
-        "2 data ranks (dp × sharding)",
+        "  a step: 8 micro-batches × 2 samples = 16 samples per data rank, 32 over 2 data ranks (dp ×",
+        "      sharding)",
     ]
 
 
@@ -193,10 +192,12 @@ def test_explain_says_why_a_pipeline_cannot_run_instead_of_failing(capsys, write
     path = write("p.prototxt", pipe(steps=3, dualpipev=True))
     assert main(["explain", str(path), "--world-size", "2"]) == 0
     section = pipeline_section(capsys.readouterr().out)
-    assert section[-1] == (f"  cannot run (an error when resolved): {path}:8:3: pipeline_configs.accumulate_steps = 3 "
-                           "is too few micro-batches for ScheduleDualPipeV (hybrid_configs.pp_configs.use_dualpipev: "
-                           "true) at hybrid_configs.pp_degree 2: it needs one per stage, at least 4 (2 chunks per rank × "
-                           "pp_degree 2)" + DUALPIPEV_HINT)
+    at = next(k for k, line in enumerate(section) if line.startswith("  cannot run"))
+    assert all(line.startswith("    ") for line in section[at + 1:])  # folded, each line after the first indented
+    assert " ".join(line.strip() for line in section[at:]) == (
+        f"cannot run (an error when resolved): {path}:8:3: pipeline_configs.accumulate_steps = 3 is too few "
+        "micro-batches for ScheduleDualPipeV (hybrid_configs.pp_configs.use_dualpipev: true) at hybrid_configs.pp_degree "
+        "2: it needs one per stage, at least 4 (2 chunks per rank × pp_degree 2)" + DUALPIPEV_HINT)
 
 
 def test_explain_has_no_pipeline_section_at_pp_degree_1():
@@ -206,14 +207,14 @@ def test_explain_has_no_pipeline_section_at_pp_degree_1():
 def test_explain_rows_of_the_pipeline_fields(capsys, write):
     path = write("p.prototxt", pipe(steps=4, configs=("p2p_cache_shape: false", "enable_partial_send_recv: false")))
     assert main(["explain", str(path), "--world-size", "2", "--all"]) == 0
-    rows = {line.split()[0]: line.split(None, 3)[1:] for line in capsys.readouterr().out.splitlines()
-            if line.startswith(("pipeline_configs.", "hybrid_configs.pp_"))}
-    assert rows["hybrid_configs.pp_degree"] == ["2", "set"]
-    assert rows["pipeline_configs.accumulate_steps"] == ["4", "set"]
-    assert rows["hybrid_configs.pp_configs.overlap_p2p_comm"] == ["false", "default", "always on"]
-    assert rows["pipeline_configs.p2p_cache_shape"][2].startswith("no effect, always on: torch's PipelineStage infers")
+    rows = explain_rows(capsys.readouterr().out)
+    assert rows["hybrid_configs.pp_degree"] == ["2", "set", ""]
+    assert rows["pipeline_configs.accumulate_steps"] == ["4", "set", ""]
+    assert rows["hybrid_configs.pp_configs.overlap_p2p_comm"] == ["false", "default", "always on here (false has no effect)"]
+    assert rows["pipeline_configs.p2p_cache_shape"][2].startswith(
+        "always on here (false has no effect): torch's PipelineStage infers")
     assert rows["pipeline_configs.enable_partial_send_recv"][2].startswith("no effect in PyTorch: torch's PipelineStage")
-    assert rows["hybrid_configs.pp_configs.virtual_pp_degree"] == ["1", "default"]
+    assert rows["hybrid_configs.pp_configs.virtual_pp_degree"] == ["1", "default", ""]
 
 
 def test_explain_shows_always_on_pipeline_fields_off_while_inactive(capsys, write):

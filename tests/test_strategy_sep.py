@@ -31,5 +31,5 @@ def test_sep_beside_cp_is_an_error_at_both_fields(tmp_path, policy):
 def test_explain_shows_the_sep_groups_and_each_ranks_share_of_a_row():
     text = strategy.explain(strategy.loads("hybrid_configs { sep_degree: 2 }"), world_size=2)
     assert "  sep groups: [0, 1]" in text
-    assert ("  each sep group splits every row into 2 contiguous chunks (rank 0 tokens [0/2, 1/2), rank 1 tokens "
-            "[1/2, 2/2) of its length); they read the same batch") in text
+    assert ("  each sep group splits every row into 2 contiguous chunks (rank 0 tokens [0/2, 1/2), rank 1 tokens\n"
+            "      [1/2, 2/2) of its length); they read the same batch") in text

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 import strategy
-from conftest import ROOT
+from conftest import ROOT, explain_rows
 from strategy import StrategyError
 from strategy.cli import main
 from strategy.schema.json_schema import json_schema
@@ -115,14 +115,14 @@ def test_offload_is_not_implemented_and_says_so_at_its_line(write):
 def test_explain_shows_each_sharding_configs_fields_status(capsys, write):
     path = write("s.prototxt", "hybrid_configs { sharding_degree: 2 sharding_configs { tensor_fusion: false "
                                "comm_buffer_size_MB: 512 stage: 2 } }")
-    assert main(["explain", str(path), "--world-size", "4"]) == 0
-    rows = {line.split()[0]: line.split(None, 3)[1:] for line in capsys.readouterr().out.splitlines()
-            if line.startswith("hybrid_configs.sharding")}
-    assert rows["hybrid_configs.sharding_degree"] == ["2", "set"]
-    assert rows["hybrid_configs.sharding_configs.stage"] == ["2", "set"]
-    assert rows["hybrid_configs.sharding_configs.comm_overlap"] == ["false", "default", "always on"]
+    assert main(["explain", str(path), "--world-size", "4", "--all"]) == 0
+    rows = explain_rows(capsys.readouterr().out)
+    assert rows["hybrid_configs.sharding_degree"] == ["2", "set", ""]
+    assert rows["hybrid_configs.sharding_configs.stage"] == ["2", "set", ""]
+    assert rows["hybrid_configs.sharding_configs.comm_overlap"] == ["false", "default", "always on here (false has no effect)"]
     assert rows["hybrid_configs.sharding_configs.tensor_fusion"][:2] == ["false", "set"]
-    assert rows["hybrid_configs.sharding_configs.tensor_fusion"][2].startswith("no effect, always on: FSDP2 communicates")
+    assert rows["hybrid_configs.sharding_configs.tensor_fusion"][2].startswith(
+        "always on here (false has no effect): FSDP2 communicates")
     assert rows["hybrid_configs.sharding_configs.comm_buffer_size_MB"][2].startswith("no effect in PyTorch: FSDP2 sizes")
 
 
@@ -204,14 +204,14 @@ def test_explain_params_prints_each_ranks_model_state_next_to_one_process(capsys
     out = capsys.readouterr().out
     assert out[out.index("model-state memory"):].splitlines() == [
         "model-state memory for 7,000,000,000 parameters (as this runtime holds them after a step):",
-        "  fp32 weights (the master copies under pure amp), gradients and Adam moments: 4 + 4 + 8 bytes a parameter",
-        "  split over mp 2 × pp 1; FSDP2 keeps fp32 shards of weights, gradients and Adam state over sharding 4 between "
-        "steps (stage 3; below 3 the whole weights are gathered from forward to backward)",
+        "  fp32 weights (master copies under pure amp), gradients, Adam moments: 4 + 4 + 8 bytes a parameter",
+        "  split over mp 2 × pp 1; FSDP2 keeps fp32 shards of weights, gradients and Adam state over sharding",
+        "      4 between steps (stage 3; below 3 the whole weights are gathered from forward to backward)",
         "               parameters  gradients  Adam state       total",
         "  per rank       3.26 GiB   3.26 GiB    6.52 GiB   13.04 GiB",
         "  one process   13.04 GiB  13.04 GiB   78.23 GiB  104.31 GiB",
-        "  (activations and the weights FSDP2 gathers during a step come on top: strategy plan and "
-        "strategy.estimate_memory count them for a model)",
+        "  (activations and the weights FSDP2 gathers during a step come on top: strategy plan and",
+        "      strategy.estimate_memory count them for a model)",
     ]
 
 

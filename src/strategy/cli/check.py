@@ -52,13 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     e = subparser(
         sub, "explain", "what a run does with a file: the fields that matter, the groups, the pipeline, the memory",
-        "The fields the file sets and those that take effect other than their default says (an inferred\n"
-        "degree, a flag that is always on): value, set or default, and what the run does with it (and why\n"
-        "not); then the notes, which ranks form the groups of each axis above 1 in the strategy's order\n"
-        "(also axes not implemented yet, marked), the pipeline's schedule and stages, and with --params each\n"
-        "rank's model-state memory (parameters, gradients, Adam state) by ZeRO's formulas, next to one process.\n"
-        "--all lists every field; --json prints all of it as one JSON document. A file that breaks a\n"
-        "`requires` rule is still explained; the rule is shown.",
+        "The fields the file sets, the degrees inferred and the settings that decide how an axis that is on\n"
+        "runs (sharding_configs.stage while sharding_degree > 1): value, set or default, and what the run\n"
+        "does with it (and why not); then the notes, which ranks form the groups of each axis above 1 in the\n"
+        "strategy's order (also axes not implemented yet, marked), the pipeline's schedule and stages, and\n"
+        "with --params each rank's model-state memory (parameters, gradients, Adam state) by ZeRO's\n"
+        "formulas, next to one process. Within 100 columns. --all lists every field; --json prints all of\n"
+        "it as one JSON document. A file that breaks a `requires` rule is still explained; the rule is shown.",
         "strategy explain tp2.prototxt --world-size 4 --params 7e9",
     )
     e.add_argument("file", metavar="FILE")

@@ -12,6 +12,7 @@ from google.protobuf.message import Message
 
 from . import experts, layout, memory
 from .experts import ExpertLayout
+from .fold import fill, fold, table
 from ..schema import rules, support
 from .. import schema
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
@@ -31,8 +32,9 @@ def show_value(value: object) -> str:
 
 class Row(NamedTuple):
     """One field: `value` as a file spells it, `data` as JSON holds it, `source` "set" or "default", `effect` what
-    the run does with it ("" when the value is simply used), `changed`: shown by default (set, or in effect other
-    than its default says: an inferred degree, an always-on flag left false)."""
+    the run does with it ("" when the value is simply used), `changed`: shown by default (set, an inferred degree, or
+    a setting that (decides) how an axis runs while its message takes effect: sharding_configs.stage at
+    sharding_degree 2)."""
 
     path: str
     value: str
@@ -60,11 +62,9 @@ class Explanation:
 
     def text(self, *, all_fields: bool = False) -> str:
         """The table of fields (only those `Row.changed` marks, unless `all_fields`), the broken rules, the notes no
-        row already says, the groups, the pipeline and the memory."""
-        rows = [("field", "value", "source", "effect")] + [
-            (r.path, r.value, r.source, r.effect) for r in self.rows if all_fields or r.changed]
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        row already says, the groups, the pipeline and the memory, folded to 100 columns."""
+        lines = table([("field", "value", "source", "effect")] + [
+            (r.path, r.value, r.source, r.effect) for r in self.rows if all_fields or r.changed])
         for path, needed in self.rules_broken:
             lines += ["", f"rule broken: {path} requires {needed}: true (an error under policy 'strict'; Paddle turns "
                           "it off)"]
@@ -76,7 +76,7 @@ class Explanation:
         for section in (self.pipeline, self.memory):
             if section is not None:
                 lines += [""] + section[1]
-        return "\n".join(lines)
+        return "\n".join(folded for line in lines for folded in fold(line))
 
     def as_dict(self) -> dict[str, Any]:
         """All of it as plain data (`json.dumps` writes it): every field, the rules, notes, groups, pipeline, memory."""
@@ -94,13 +94,14 @@ class Explanation:
 
 def explain(s: DistributedStrategy, *, world_size: int | None = None, params: float | None = None,
             all_fields: bool = False, expert_params: float | None = None) -> str:
-    """What a run does with `s`: the fields it sets or that take effect other than their default says (every
-    field with `all_fields`: every one it sets and every implemented one, value, set or default, effect and why
-    not), broken rules, notes, and the process groups of every axis of degree > 1 for the world size, as the file
-    lays them out (also axes not implemented yet, marked). With pp_degree > 1, the torch schedule, each pp rank's
-    stages and what a step takes. With `params`, each rank's model-state memory for a model of that many parameters
-    (`Resolved.model_state_memory`). A strategy that breaks a `requires` rule, sets what is not implemented or
-    whose pipeline cannot run (too few micro-batches, ...) is explained, not rejected.
+    """What a run does with `s`, within 100 columns: the fields it sets, the degrees inferred, and the settings that
+    decide how an axis runs while it is on (schema option `decides`: sharding_configs.stage at sharding_degree > 1)
+    (every field with `all_fields`: every one it sets and every implemented one), each with its value, set or
+    default, effect and why not; broken rules, notes, and the process groups of every axis of degree > 1 for the
+    world size, as the file lays them out (also axes not implemented yet, marked). With pp_degree > 1, the torch
+    schedule, each pp rank's stages and what a step takes. With `params`, each rank's model-state memory for a model
+    of that many parameters (`Resolved.model_state_memory`). A strategy that breaks a `requires` rule, sets what is
+    not implemented or whose pipeline cannot run (too few micro-batches, ...) is explained, not rejected.
 
     Raises:
         StrategyError: the degrees do not fit the world size.
@@ -137,7 +138,8 @@ def explanation(s: DistributedStrategy, *, world_size: int | None = None, params
         effect = gated or review.effects.get(path) or _effect(s, chain, value, resolved, degrees)
         if path in folded and (not effect or effect.startswith("no effect")):
             effect = effect or folded[path]  # a note's reason, on the row it is about
-        changed = is_set or effect.startswith("inferred") or effect == "always on" and value is False
+        decides = schema.option(field, "decides") and not support.inactive(s, chain)
+        changed = bool(is_set or effect.startswith("inferred") or decides)
         rows.append(Row(path, support.show(field, value), _data(field, value), "set" if is_set else "default", effect,
                         changed))
     found = Explanation(rows=rows, rules_broken=list(rules.requires_violations(s)), notes=list(resolved.notes),
@@ -166,8 +168,7 @@ def _add_expert_groups(found: Explanation, expert: ExpertLayout | str, review: s
         if degree > 1:
             later = axis in pending
             facts["experts"]["axes"][axis] = {"degree": degree, "groups": t.groups(axis), "implemented": not later}
-            lines.append(f"    {axis} groups: " + " ".join(str(g) for g in t.groups(axis))
-                         + "  (not implemented yet)" * later)
+            lines += _group_lines(f"    {axis} groups: ", t.groups(axis), later)
 
 
 # "<path> is set but has no effect: why." and its variants (in PyTorch; set to false; a quoted value after the path)
@@ -185,7 +186,7 @@ def _folded(notes: Iterable[str]) -> Iterator[tuple[str, str]]:
 def _said_by_row(note: str, shown: dict[str, str]) -> bool:
     """A note that only says what a shown row's effect already says (that the field has no effect)."""
     m = _NO_EFFECT.match(note)
-    return m is not None and shown.get(m[1], "").startswith("no effect")
+    return m is not None and shown.get(m[1], "").startswith(("no effect", support.ALWAYS_ON_HERE))
 
 
 def _data(field: FieldDescriptor, value: Any) -> Any:
@@ -211,9 +212,10 @@ def _pipeline(resolved: Resolved, problems: list[StrategyError]) -> tuple[dict[s
     lines += [f"  pp rank {r}: stage{'s' * (p.virtual_pp_degree > 1)} {', '.join(map(str, p.stages_of(r)))}"
               for r in range(p.pp_degree)]
     data = resolved.dp_degree * resolved.sharding_degree
-    lines.append(f"  a step: {_count(p.accumulate_steps, 'micro-batch')} (accumulate_steps) × "
-                 f"{_count(p.micro_batch_size, 'sample')} (micro_batch_size) = {_count(p.samples_per_step, 'sample')} "
-                 f"per data rank, {p.samples_per_step * data} over {_count(data, 'data rank')} (dp × sharding)")
+    # accumulate_steps × micro_batch_size: the table shows both fields (they decide what runs) whenever pp > 1
+    lines.append(f"  a step: {_count(p.accumulate_steps, 'micro-batch')} × {_count(p.micro_batch_size, 'sample')} = "
+                 f"{_count(p.samples_per_step, 'sample')} per data rank, {p.samples_per_step * data} over "
+                 f"{_count(data, 'data rank')} (dp × sharding)")
     lines += [f"  cannot run (an error when resolved): {e}" for e in problems]
     facts = {"schedule": p.schedule, "pp_degree": p.pp_degree, "num_stages": p.num_stages,
              "virtual_pp_degree": p.virtual_pp_degree, "placement": p.placement,
@@ -241,7 +243,7 @@ def _memory(resolved: Resolved, params: float, expert_params: float | None = Non
     experts = resolved.expert_state_memory(expert_params) if expert_params else None
     amp = resolved.amp
     if resolved.sharding_degree > 1:
-        bytes_ = "fp32 weights (the master copies under pure amp), gradients and Adam moments: 4 + 4 + 8 bytes a parameter"
+        bytes_ = "fp32 weights (master copies under pure amp), gradients, Adam moments: 4 + 4 + 8 bytes a parameter"
     elif amp.enabled and amp.pure:
         bytes_ = f"{amp.dtype} weights and gradients, fp32 master weights and Adam moments: 2 + 2 + 12 bytes a parameter"
     else:
@@ -300,8 +302,7 @@ def _groups(topology: Topology | str, pending: list[str]) -> tuple[dict[str, Any
         if degree > 1:
             later = axis in pending
             axes[axis] = {"degree": degree, "groups": topology.groups(axis), "implemented": not later}
-            lines.append(f"  {axis} groups: " + " ".join(str(g) for g in topology.groups(axis))
-                         + "  (not implemented yet)" * later)
+            lines += _group_lines(f"  {axis} groups: ", topology.groups(axis), later)
     sep = topology.degrees.get("sep", 1)
     if sep > 1:  # what each sep rank holds of a row
         shares = ", ".join(f"rank {r} tokens [{r}/{sep}, {r + 1}/{sep})" for r in range(sep))
@@ -317,6 +318,11 @@ def _groups(topology: Topology | str, pending: list[str]) -> tuple[dict[str, Any
         lines.append(f"  ({', '.join(pending)}: not implemented yet; policy 'strict' rejects the file, 'warn' runs "
                      f"{'them' if len(pending) > 1 else 'it'} at degree 1, which the notes assume)")
     return {"world_size": n, "order": list(order), "axes": axes}, lines
+
+
+def _group_lines(head: str, groups: list[list[int]], later: bool) -> list[str]:
+    """An axis's groups after `head`, folded under the first group, whole groups a line."""
+    return fill([str(g) for g in groups] + ["(not implemented yet)"] * later, head, " " * len(head))
 
 
 def _fields(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> Iterator[tuple[str, tuple[FieldDescriptor, ...], Any, bool]]:
@@ -343,7 +349,7 @@ def _effect(s: DistributedStrategy, chain: tuple[FieldDescriptor, ...], value: o
     """`degrees`: the file's own, by field name (also those not implemented yet), when they fit the world size."""
     field = chain[-1]
     if schema.option(field, "always_on"):  # on whatever the value, while its message takes effect
-        return "off" if support.inactive(s, chain) else "always on"
+        return "off" if support.inactive(s, chain) else "always on" if value else support.ALWAYS_ON_HERE
     if schema.option(field, "axis_order"):
         return "outermost first: " + ", ".join(resolved.order)
     if schema.option(field, "axis"):

@@ -17,9 +17,13 @@ from . import descriptors as schema
 from .._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 from ..errors import Location, StrategyError
 
-__all__ = ["Finding", "Recalled", "Review", "combined", "effective", "hint", "inactive", "recall", "remember", "review",
-           "status"]
+__all__ = ["ALWAYS_ON_HERE", "Finding", "Recalled", "Review", "combined", "effective", "hint", "inactive", "recall",
+           "remember", "review", "status"]
 
+
+
+# What an (always_on) flag left or set false does while its message takes effect.
+ALWAYS_ON_HERE = "always on here (false has no effect)"
 
 
 class Status(NamedTuple):
@@ -41,8 +45,8 @@ class Review:
         unsupported: not-implemented fields set to something other than their default, each with its error.
         notes: one sentence per set field that has no effect (and why).
         effects: for each set field the runtime does not act on, by dotted path: "no effect in PyTorch: why",
-            "no effect: pp_degree is 1", "no effect, always on: what happens" (an (always_on) flag set false) or
-            "not implemented: what to use instead" (for explain).
+            "no effect: pp_degree is 1", "always on here (false has no effect): what happens" (an (always_on) flag
+            set false) or "not implemented: what to use instead" (for explain).
     """
 
     __slots__ = ("effects", "notes", "unsupported")
@@ -141,7 +145,7 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: "_Gate | None"
         path = prefix + facts.name
         if st is _IMPLEMENTED and not inactive:
             if facts.always_on and value is False:  # asks for what the engine cannot switch off
-                out.effects[path] = f"no effect, always on: {facts.always_on}"
+                out.effects[path] = f"{ALWAYS_ON_HERE}: {facts.always_on}"
                 out.notes.append(f"{path} is set to false but has no effect: {facts.always_on}.")
             continue  # the common case: nothing to say
         if inactive:
