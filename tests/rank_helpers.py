@@ -13,6 +13,20 @@ from parallel.introspect import OpCounter, count_collectives, graph_nodes  # noq
 FLAG_NAMES = ("mp_async_allreduce", "mp_skip_c_identity", "mp_fused_linear_param_grad_add")
 RTOL, ATOL = 1e-5, 1e-6
 
+# Parity after AdamW steps (a parallel model against one process on the same rows). The parallel run sums the same
+# float32 terms in another order (reduce-scatters, cp's gathers, recompute, pipeline stages, another CPU's kernels),
+# so a gradient g differs by Δg ≈ 1e-7 × the size of its summed terms, not of g, which may cancel to nearly 0: up to
+# ~1e-9 here. Adam steps by lr·m/(√v + eps) ≈ lr·g/(|g| + eps), whose slope in g is at most lr/eps (where |g| ≲ eps):
+# Δg moves a weight by up to lr·Δg/eps a step, 1e-7 at lr 1e-3 and eps 1e-5, so the suites' 2-4 steps stay within
+# PARITY_ATOL. Below 1e-5 the bound outgrows it (whether some |g| falls within eps decides how far): measured over
+# these suites, eps 1e-8 and 1e-6 each left a weight ~1e-6 off (3.8e-6 under virtual pp at 1e-6), eps 1e-5 at most
+# 1.6e-7. Above eps a gradient steps ~lr by its sign, below it lr·g/eps, so a gradient off by a factor shows more,
+# not less: a gradient merge that forgot to average (cp recompute case) moved 476 of a layer's 2048 weights by up to
+# 2e-4 at eps 1e-5, one by 4e-6 at 1e-8. Another lr, more steps or a larger Δg scale the bound (tp_model_cases' lr,
+# tp_expert_cases' EPS).
+ADAMW_EPS = 1e-5
+PARITY_RTOL, PARITY_ATOL = 1e-5, 1e-6
+
 
 def make_strategy(mp: int, dp: int = 1, flags: tuple[bool, bool, bool] = (False, False, False), **mp_config) -> strategy.DistributedStrategy:
     s = strategy.DistributedStrategy()
@@ -51,6 +65,16 @@ def close(actual: torch.Tensor, expected: torch.Tensor, what: str, rtol: float =
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
 
 
+def match_one_process(model, reference, *, atol: float = PARITY_ATOL) -> dict[str, torch.Tensor]:
+    """`model`'s gathered state dict against `reference`'s: the same names, the same values (PARITY_RTOL, `atol`: see
+    ADAMW_EPS), else AssertionError naming the entry; returns the gathered state dict."""
+    full, expected = parallel.full_state_dict(model), reference.state_dict()
+    assert full.keys() == expected.keys(), sorted(set(expected) ^ set(full))
+    for name, value in expected.items():
+        close(full[name], value, name, rtol=PARITY_RTOL, atol=atol)
+    return full
+
+
 def shard(t: torch.Tensor, dim: int, hcg: parallel.HybridGroup) -> torch.Tensor:
     return t.chunk(hcg.mp_size, dim=dim)[hcg.mp_rank]
 
@@ -67,11 +91,11 @@ class RecordedWait:
 
 
 def train_beside_one_process(hcg: parallel.HybridGroup, model, reference, rows, *, rows_per_rank: int, lr: float,
-                             steps: int = 3, clip: float | None = 1.0, eps: float = 1e-8, split: bool = True) -> dict:
+                             steps: int = 3, clip: float | None = 1.0, eps: float = ADAMW_EPS, split: bool = True) -> dict:
     """AdamW steps of `model` (parallelised) and of `reference` (one process) on the same batches: each data rank
     its `rows_per_rank` rows of `rows(step, count)` (ids, labels), fed as `split_sequence` pieces (`split`) or whole;
     the reference's loss the mean over the data ranks of each one's. After the steps the parameters must be the
-    reference's (rtol 1e-5, else AssertionError); returns each step's loss and gradient norm, both sides."""
+    reference's (match_one_process, else AssertionError); returns each step's loss and gradient norm, both sides."""
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=lr, eps=eps), max_grad_norm=clip)
     ref_opt = torch.optim.AdamW(reference.parameters(), lr=lr, eps=eps)
     out: dict[str, list[float]] = {"losses": [], "ref_losses": [], "norms": [], "ref_norms": []}
@@ -93,8 +117,6 @@ def train_beside_one_process(hcg: parallel.HybridGroup, model, reference, rows, 
         out["ref_norms"].append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)) if clip else 0.0)
         ref_opt.step()
         ref_opt.zero_grad()
-    full = parallel.full_state_dict(model)
-    for name, value in reference.state_dict().items():
-        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    match_one_process(model, reference)
     parallel.check_replicas(model, grads=False)
     return out

@@ -10,7 +10,7 @@ import torch
 
 import parallel
 import strategy
-from rank_helpers import close, data_mean, init
+from rank_helpers import ADAMW_EPS, data_mean, init, match_one_process
 from tp_sep_cases import LR, ROWS, _rows, llama
 
 
@@ -22,7 +22,7 @@ def cp_text(cp: int, *, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int 
 def _model(kind: str):
     """A Llama, or one of tp_expert_cases' Mixture-of-Experts models ("qwen3_moe", "mixtral"), and its AdamW eps."""
     if kind == "llama":
-        return llama(), 1e-8
+        return llama(), ADAMW_EPS
     from tp_expert_cases import EPS, moe
 
     return moe(kind), EPS
@@ -52,9 +52,7 @@ def options_parity(text: str, steps: int = 4, kind: str = "llama") -> dict:
         if (step + 1) % k == 0:
             ref_opt.step()
             ref_opt.zero_grad()
-    full = parallel.full_state_dict(model)
-    for name, value in reference.state_dict().items():
-        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    match_one_process(model, reference)
     recomputed = sum(hasattr(m, "_parallel_recompute") for m in model.modules())  # recompute's mark on a module
     return {"losses": losses, "ref_losses": ref_losses, "merge": k, "recompute": hcg.resolved.recompute.enabled,
             "wrapped": recomputed}

@@ -15,8 +15,9 @@ from parallel.topology.dtensors import local
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
 # The combine sums a token's experts in another order than one process does: an embedding entry whose gradient
-# cancels to ~1e-7 then differs by float32 rounding (~4e-9), which AdamW's default eps (1e-8) turns into steps ~lr
-# apart. eps 1e-4 keeps such entries' steps ~1e-6 while gradients of 1e-3 still step ~0.9 lr.
+# cancels to ~1e-7 then differs by float32 rounding (Δg ~4e-9, four times rank_helpers.ADAMW_EPS's argument), which
+# AdamW's default eps (1e-8) turns into steps ~lr apart. eps 1e-4 keeps such entries' steps ~4e-8 (lr·Δg/eps) while
+# gradients of 1e-3 still step ~0.9 lr.
 EPS = 1e-4
 
 

@@ -10,7 +10,7 @@ import torch
 import parallel
 import strategy
 from parallel.pipeline import next_token_loss
-from rank_helpers import close, data_mean, init
+from rank_helpers import ADAMW_EPS, data_mean, init, match_one_process
 
 VOCAB, SEQ, LR = 64, 16, 1e-3
 
@@ -44,8 +44,8 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: i
     p = hcg.resolved.pipeline
     reference = llama(layers)
     model = parallel.parallelize(copy.deepcopy(reference))
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR), max_grad_norm=clip)
-    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=ADAMW_EPS), max_grad_norm=clip)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR, eps=ADAMW_EPS)
     rows = p.micro_batch_size * p.accumulate_steps
     losses, ref_losses, norms, ref_norms = [], [], [], []
     for step in range(steps):
@@ -66,10 +66,7 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: i
             ref_norms.append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)))
         ref_opt.step()
         ref_opt.zero_grad()
-    full = parallel.full_state_dict(model)
-    assert full.keys() == reference.state_dict().keys(), sorted(set(reference.state_dict()) ^ set(full))
-    for name, value in reference.state_dict().items():
-        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    match_one_process(model, reference)
     names = sorted(n for n, _ in model.named_parameters())
     return {"losses": losses, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
             "stages": list(model.stage_ids), "names": names, "schedule": p.schedule}

@@ -12,7 +12,7 @@ from torch import nn
 
 import parallel
 import strategy
-from rank_helpers import RTOL, close, data_mean, init, train_beside_one_process
+from rank_helpers import ADAMW_EPS, RTOL, close, data_mean, init, match_one_process, train_beside_one_process
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
@@ -134,8 +134,8 @@ def own_parity(text: str, steps: int = 3) -> dict:
     reference = Own(through_sep=False)
     model = parallel.parallelize(copy.deepcopy(reference).requires_grad_(True), OWN_PLAN if hcg.mp_size > 1 else "auto")
     model.through_sep = True
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
-    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=ADAMW_EPS))
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR, eps=ADAMW_EPS)
     losses, ref_losses = [], []
     for step in range(steps):
         ids, labels = _rows(step, ROWS * hcg.data_size)
@@ -157,9 +157,7 @@ def own_parity(text: str, steps: int = 3) -> dict:
         ref_losses.append(float(ref.detach()))
         ref_opt.step()
         ref_opt.zero_grad()
-    full = parallel.full_state_dict(model)
-    for name, value in reference.state_dict().items():
-        close(full[name], value, name, rtol=1e-5, atol=1e-6)
+    match_one_process(model, reference)
     return {"losses": losses, "ref_losses": ref_losses}
 
 
