@@ -1,8 +1,10 @@
 """The memory model next to the runtime: for each run of tests/test_plan_memory.py (small Hugging Face Llama, Qwen2 and
 Qwen3-MoE models on every axis, with and without recompute and bf16), what strategy.estimate_memory says a rank holds
 and what the rank held: parameters, gradients and optimizer state counted from its tensors after one step, and the
-activations as the peak of the live tensors saved for backward (saved-tensor hooks; recompute's block inputs and one
-recomputed block counted around torch.utils.checkpoint). Every rank; the largest ratio is shown.
+activations as the peak of the live tensors saved for backward (saved-tensor hooks holding what they pack detached,
+each storage once; under recompute, what the hooks hold when the backward recomputes a block plus that block's saved
+tensors). Every rank; the largest ratio is shown, and a row per stage for pipelines. Then, under pure bf16, the
+activations with and without cast_for_amp's cast of a norm's output to its input's dtype.
 
 Run: .venv/bin/python bench/plan.py
 """
@@ -26,6 +28,8 @@ def _label(text: str) -> str:
     words = []
     if "use_pure_bf16" in text:
         words.append("bf16")
+    elif "amp: true" in text:
+        words.append("autocast bf16")
     if "recompute: true" in text:
         words.append("recompute")
     for axis in ("dp", "mp", "pp", "sharding", "sep", "cp", "ep", "moe_sharding"):
@@ -57,18 +61,32 @@ def main() -> None:
                 ratios = [o["measured"][what] / o["estimated"][what] for o in out
                           if o["estimated"][what] and o["measured"][what]]
                 worst[what] = max(ratios, key=lambda r: abs(r - 1)) if ratios else float("nan")
-            first = out[0]
-            rows.append([kind, _label(text),
-                         first["estimated"]["activations"] / 1e3, first["measured"]["activations"] / 1e3,
-                         *(worst[w] for w in KINDS)])
+            stages = [(f" stage {r}", [o]) for r, o in enumerate(out)] if "pp_degree" in text else [("", out)]
+            for suffix, ranks in stages:
+                if suffix:
+                    worst["activations"] = ranks[0]["measured"]["activations"] / ranks[0]["estimated"]["activations"]
+                rows.append([kind, _label(text) + suffix,
+                             ranks[0]["estimated"]["activations"] / 1e3, ranks[0]["measured"]["activations"] / 1e3,
+                             *(worst[w] for w in KINDS)])
             results.append({"world": world, "kind": kind, "strategy": text, "ranks": out})
+        casts = []
+        for world, kind, text in (r for r in RUNS if "use_pure_bf16" in r[2]):
+            without = pools(world).run(cases.measure, kind, text, norm_cast=False, timeout=180)[0]
+            held = next(res for res in results if res["strategy"] == text and res["kind"] == kind)["ranks"][0]
+            casts.append([kind, _label(text), without["measured"]["activations"] / 1e3,
+                          held["measured"]["activations"] / 1e3,
+                          held["measured"]["activations"] / without["measured"]["activations"]])
     finally:
         pools.close()
     print(harness.table("estimate_memory next to what each rank held (measured / estimated; the worst rank)",
                         ["model", "strategy", "activ. est. kB", "activ. held kB", "params", "grads", "optim",
                          "activ."], rows,
                         "rank 0's activations in kB; a pipeline clears its gradients inside train_batch (nan: not measured)."))
-    harness.save("plan", "cpu", {"runs": results}, args.json)
+    print()
+    print(harness.table("pure bf16: activations held without and with the norms' output cast to their input's dtype",
+                        ["model", "strategy", "without kB", "with kB", "with / without"], casts,
+                        "rank 0; without it an fp32 norm's output is cast by autocast once for every layer reading it."))
+    harness.save("plan", "cpu", {"runs": results, "norm_cast": casts}, args.json)
 
 
 if __name__ == "__main__":

@@ -28,9 +28,13 @@ RUNS = [
     (1, "llama", BF16),
     (2, "llama", BF16 + "hybrid_configs { mp_degree: 2 }"),
     (2, "llama", BF16 + "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } }"),
+    (1, "llama", 'amp: true amp_configs { dtype: "bfloat16" }'),
+    (2, "qwen2", BF16 + "hybrid_configs { mp_degree: 2 mp_configs { sequence_parallel: true } }"),
+    (2, "qwen2", BF16 + "recompute: true hybrid_configs { mp_degree: 2 mp_configs { sequence_parallel: true } }"),
     (2, "qwen2", "hybrid_configs { mp_degree: 2 }"),
     (2, "qwen2", BF16 + "hybrid_configs { dp_degree: 2 }"),
     (2, "qwen3_moe", "hybrid_configs { ep_degree: 2 }"),
+    (2, "qwen3_moe", BF16 + "recompute: true hybrid_configs { ep_degree: 2 }"),
     (4, "qwen3_moe", "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } ep_degree: 2 "
                      "moe_sharding_degree: 2 }"),
 ]
@@ -45,7 +49,7 @@ def test_the_estimate_is_what_each_rank_holds(pools, world, kind, text):
             if what == "gradients" and "pp_degree" in text:
                 continue  # the pipeline's train_batch steps and clears them itself; counted with the others above
             assert measured[what] == pytest.approx(estimated[what], rel=0.01), (rank, what)
-        assert measured["activations"] == pytest.approx(estimated["activations"], rel=0.15), rank
+        assert measured["activations"] == pytest.approx(estimated["activations"], rel=0.10), rank
 
 
 def test_model_states_drop_the_fp32_gradient_after_the_step_under_pure_bf16():

@@ -36,8 +36,11 @@ def _model(kind: str):
     return transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config(kind)))
 
 
-class _Peak:
-    """The bytes of the tensors autograd holds for backward, live at once (distinct storages, parameters left out)."""
+class _Meter:
+    """The bytes of the tensors autograd holds for backward, live at once: each storage counted once while any saved
+    tensor of it is alive, parameters left out. What it packs it holds detached: keeping the tensor itself (with its
+    grad_fn) would make a reference cycle through the graph, keeping graphs alive that autograd had freed (torch's
+    saved-tensor hooks docs warn of it: a pipeline's shape-inference step stayed alive for the whole run)."""
 
     def __init__(self, model) -> None:
         self.model = model
@@ -55,7 +58,7 @@ class _Peak:
             self.live += s.nbytes()
             self.peak = max(self.peak, self.live)
         self.count[ptr] = self.count.get(ptr, 0) + 1
-        holder = _Holder(t)
+        holder = _Holder(t.detach())
         weakref.finalize(holder, self._release, ptr, s.nbytes())
         return holder
 
@@ -86,48 +89,59 @@ def _bytes(tensors) -> int:
 
 
 class _Recomputed:
-    """Under recompute the blocks' saved tensors live inside torch.utils.checkpoint, out of reach of outer hooks: what
-    a rank holds at the peak (the first recomputed block's backward) is every block's input, kept by checkpoint, and
-    one block's saved tensors, counted here by running that block's forward once more under hooks."""
+    """Recompute's peak as a rank holds it. A checkpointed block's inputs reach the outer meter (checkpoint saves them
+    with save_for_backward); its own saved tensors live inside torch.utils.checkpoint, out of the outer hooks' reach.
+    When the backward recomputes a block, the rank holds what the outer meter holds then (every block input not yet
+    consumed, the embeddings'; the logits and loss are freed by then) plus that block's saved tensors, counted here by
+    running one block's forward once more under a meter of its own."""
 
-    def __init__(self, peak: _Peak) -> None:
-        self.peak, self.inputs, self.layer = peak, {}, 0
+    def __init__(self, meter: _Meter) -> None:
+        self.meter, self.layer, self.peak = meter, 0, 0
 
     def __call__(self, fn, *args, **kwargs):
         from torch.utils.checkpoint import checkpoint
 
-        for t in args:
-            if torch.is_tensor(t):
-                self.inputs[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
         if not self.layer:
-            one = _Peak(self.peak.model)
+            one = _Meter(self.meter.model)
             with saved_tensors_hooks(one.pack, one.unpack):
                 held = fn(*args, **kwargs)
             self.layer = one.peak
             del held
-        return checkpoint(fn, *args, **kwargs)
+        calls = 0
 
-    @property
-    def held(self) -> int:
-        return sum(self.inputs.values()) + self.layer
+        def counted(*a, **k):
+            nonlocal calls
+            calls += 1
+            if calls > 1:  # the recomputation, in the backward
+                self.peak = max(self.peak, self.meter.live + self.layer)
+            return fn(*a, **k)
+
+        return checkpoint(counted, *args, **kwargs)
 
 
-def measure(kind: str, text: str) -> dict:
-    """One step of a small `kind` model under `text`; the measured and estimated bytes of this rank."""
+def measure(kind: str, text: str, *, norm_cast: bool = True) -> dict:
+    """One step of a small `kind` model under `text`; the measured and estimated bytes of this rank. `norm_cast` False
+    leaves out cast_for_amp's cast of a norm's output to its input's dtype (bench/plan.py's comparison)."""
+    import parallel.training.amp as amp
     import parallel.training.recompute as recompute
+
+    if not norm_cast:
+        amp._output_as_input, kept = (lambda module, args, output: output), amp._output_as_input
 
     hcg = init(strategy.loads(text))
     model = parallel.parallelize(_model(kind))
     whole = model.module if hcg.pp_size > 1 else model
     parallel.cast_for_amp(whole)
+    if not norm_cast:
+        amp._output_as_input = kept
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
     rows = hcg.resolved.pipeline.micro_batch_size * hcg.resolved.pipeline.accumulate_steps if hcg.pp_size > 1 else ROWS
     g = torch.Generator().manual_seed(hcg.data_rank)
     ids = torch.randint(0, 128, (rows, SEQ), generator=g)
-    peak = _Peak(whole)
-    blocks = _Recomputed(peak)
+    meter = _Meter(whole)
+    blocks = _Recomputed(meter)
     recompute.checkpoint, plain = blocks, recompute.checkpoint  # type: ignore[assignment]
-    with saved_tensors_hooks(peak.pack, peak.unpack):
+    with saved_tensors_hooks(meter.pack, meter.unpack):
         if hcg.pp_size > 1:
             model.train_batch((ids, ids), opt)
         else:
@@ -144,7 +158,7 @@ def measure(kind: str, text: str) -> dict:
                             + [m.grad for m in getattr(opt, "_master", {}).values()]),
         "optimizer": _bytes([v for s in opt.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
                             + list(getattr(opt, "_master", {}).values())),
-        "activations": peak.peak + blocks.held,
+        "activations": max(meter.peak, blocks.peak),
     }
     estimate = strategy.estimate_memory(config(kind), hcg.resolved, seq_len=SEQ,
                                         micro_batch_size=hcg.resolved.pipeline.micro_batch_size if hcg.pp_size > 1
@@ -153,4 +167,5 @@ def measure(kind: str, text: str) -> dict:
     items = {k: v for k, v in mine.items.items() if not k.startswith("gathered")}  # FSDP2's transient weights
     return {"measured": measured,
             "estimated": {"parameters": mine.parameters, "gradients": mine.gradients, "optimizer": mine.optimizer,
-                          "activations": sum(items.values())}}
+                          "activations": sum(items.values())},
+            "items": items, "forward": meter.peak, "recompute": blocks.peak, "layer": blocks.layer}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -48,7 +49,11 @@ def cast_for_amp(model: nn.Module, *, hcg: HybridGroup | None = None) -> nn.Modu
     """Under use_pure_fp16 / use_pure_bf16: the model's weights in that dtype (normalisation layers stay fp32, as
     Paddle's O2 keeps them); HybridParallelOptimizer then updates fp32 master copies. Otherwise unchanged.
     Call it before building the optimizer. Parameters FSDP2 already shards stay fp32: its mixed-precision policy
-    gathers them in the low dtype for compute, and the fp32 shards are the masters."""
+    gathers them in the low dtype for compute, and the fp32 shards are the masters.
+
+    A normalisation layer kept in fp32 returns its output in the dtype of its input, as Paddle's O2 norms do: an fp32
+    weight times a low-precision value would otherwise make the output fp32, and autocast would then cast it again
+    for every layer that reads it (q, k and v, gate and up: five copies kept for the backward instead of one)."""
     hcg = hcg or current()
     amp = hcg.resolved.amp
     if not (amp.enabled and amp.pure):
@@ -56,11 +61,23 @@ def cast_for_amp(model: nn.Module, *, hcg: HybridGroup | None = None) -> nn.Modu
     dtype = DTYPES[amp.dtype]
     for module in model.modules():
         if "norm" in type(module).__name__.lower():
+            if not getattr(module, "_parallel_output_as_input", False):  # once, however often cast_for_amp is called
+                module.register_forward_hook(_output_as_input)
+                setattr(module, "_parallel_output_as_input", True)
             continue
         for name, p in module.named_parameters(recurse=False):
             if not is_data_sharded(p):
                 p.data = p.data.to(dtype)
     return model
+
+
+def _output_as_input(module: nn.Module, args: tuple, output: Any) -> Any:
+    """A norm's output in its input's dtype (the low one under pure amp; fp32 where the stream is fp32)."""
+    first = args[0] if args else None
+    if torch.is_tensor(first) and torch.is_tensor(output) and output.is_floating_point() \
+            and output.dtype != first.dtype and first.is_floating_point():
+        return output.to(first.dtype)
+    return output
 
 
 class LossScaler:

@@ -12,19 +12,25 @@ Model states, by what the runtime keeps (measured on it, tests/test_plan_memory.
   are whole on every mp rank. Experts are split over ep (each rank its block), and over moe_sharding when it is > 1
   (FSDP2 again); pp keeps each stage's layers (the embedding with the first, the final norm and head with the last).
 
-Activations: elements saved per token per decoder layer, counted with saved-tensor hooks on Hugging Face's Llama
-(SDPA, fp32) and matched by this formula within a few percent: 6h (norm inputs, normalised values and outputs, the
-residual stream's copies) + 2·a·d + 2·g·d (q and k, rotated and not, by head) + a (attention's log-sum-exp) + 4·i
-(gate, up, their activation and product) + 2 (two RMSNorm scales), h the hidden size, a and g the query and key/value
-heads, d the head dimension, i the MLP width (per expert: top-k copies of 4·i_e, the router's E). mp divides the
-head and MLP terms; sequence parallelism the rest too (the column layers keep their all-gathered input unless
-recompute_allgather); sep and cp divide the tokens (cp all-gathers keys and values: its g·d terms over the whole
-sequence). Recompute keeps a layer's input (h) and recomputes one layer at a time. The last stage adds the final
-norm (3h + 1, fp32) and the logits twice (2v, fp32: the upcast and the loss's log-softmax), the first the token ids. Under bf16/fp16 the linear outputs take 2 bytes and the norms'
-fp32 internals 4. Pipelines hold several micro-batches: 1F1B stage s up to pp − s of them (at most the micro-batches
-of a step), GPipe all of them. FSDP2 adds the weights it gathers (two blocks and the never-resharded root at stage
-3, all of them below) and, under stage 1 with gradient merge or inside a pipeline, the whole fp32 gradients it keeps
-between micro-steps.
+Activations: the bytes autograd saves for backward, per token of a rank and per decoder layer, counted with
+saved-tensor hooks on Hugging Face's Llama, Qwen2 and Qwen3-MoE (SDPA) as this runtime runs them and matched by these
+terms (tests/test_plan_memory.py; bench/README.md §13 says how it is measured): each RMSNorm its fp32 input, its
+scale and the normalised values (4h + 4 + h·stream); the column layers after a norm its output, once where they share
+it, once each where each makes its own copy (autocast casts the fp32 output of a norm whose weight stays fp32;
+sequence parallelism all-gathers it for every layer); q and k before and after the rotation and the attention's
+output (2·a·d + 2·g·d), its log-sum-exp (4a, fp32); the MLP's gate, up, activation and product (4·i; per expert:
+top-k copies of 4·i_e + 5h, the router's E). mp divides the head and MLP terms; sequence parallelism the norms too;
+sep and cp divide the tokens (cp all-gathers keys and values: its g·d terms over the whole sequence; under either,
+o_proj reads a tensor of its own). The rotary tables are kept per row. The last stage adds the final norm, the head's
+input and the log-probabilities the loss keeps (4v, fp32, once: log-softmax keeps only its output), the first the
+token ids. Linear outputs take 2 bytes under amp, the stream (normalised values, rotary tables) 2 under pure amp
+only; without pure amp, autocast's copies of the weights are kept too. Recompute keeps each layer's input (h) and
+recomputes one layer at a time after the head's tensors are freed: the peak is the larger of the forward's and one
+recomputed layer's. A pipeline's stage boundary costs nothing here: what a stage receives is the input its first
+layer keeps. Pipelines hold several micro-batches: 1F1B stage s up to pp − s of them (at most the micro-batches of a
+step), GPipe all of them. FSDP2 adds the weights it gathers (two blocks and the never-resharded root at stage 3, all
+of them below) and, under stage 1 with gradient merge or inside a pipeline, the whole fp32 gradients it keeps between
+micro-steps.
 """
 
 # Annotations stay evaluated (no `from __future__ import annotations`): see resolution/layout.py.
@@ -136,7 +142,11 @@ def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> M
     held(experts, moe if moe > 1 else 1, pure)
 
     items = _activations(shape, r, layers, first, last, seq_len, mbs, pp_rank)
-    compute = low if (pure or r.amp.enabled) else 4
+    if r.amp.enabled and not pure:  # autocast's low-precision copies of the fp32 weights its matmuls read (the
+        # embedding's lookup is not cast), kept for the backward: one per step, cached across its micro-batches
+        embedding = sum(p.numel / (mp if p.mp else 1) for p in shape.parts() if p.where == "embed") if first else 0
+        items["autocast's weight copies"] = low * (dense - embedding + experts)
+    compute = low if pure else 4  # FSDP2 gathers in the low dtype under pure amp only
     if sharding > 1:  # FSDP2's gathered weights during the step, in the compute dtype: at stage 3 two blocks (one
         # prefetched) and the root (embedding, final norm and head, never resharded), else all of them
         ends = sum(p.numel / (mp if p.mp else 1) for p in shape.parts()
@@ -161,38 +171,58 @@ def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool
     sp = r.mp.sequence_parallel and mp > 1
     tokens = mbs * seq_len / (sep * cp)  # this rank's tokens of a micro-batch
     h, a, g, d = shape.hidden, shape.heads / mp, shape.kv_heads / mp, shape.head_dim
-    low = r.amp.enabled
-    act, norm_bytes = (2 if low else 4), 4  # RMSNorm computes in fp32 either way
-    # Per token of this rank, per layer: the residual side (norms and the stream) and the split side.
-    # Under sequence parallelism the norms run on this rank's share of the tokens, but the column layers keep their
-    # all-gathered input (unless recompute_allgather) beside the local one: measured, it saves no activations.
-    residual = 2 * h * norm_bytes + 2 * h * act + 2 * norm_bytes  # fp32 inside the norms, the stream's dtype outside
-    linear_in = 2 * h * act / (mp if (sp and r.mp.recompute_allgather) else 1) + (2 * h * act / mp if sp else 0)
-    kv_over = cp  # cp all-gathers keys and values over its group
-    attention = (2 * a * d + a) * act + 2 * g * d * act * kv_over
-    if shape.sparse_layers:
-        sparse_share = shape.sparse_layers / shape.layers
-        # a sparse layer: each of a token's top-k copies through dispatch, its expert and back; the router's logits
-        mlp = (1 - sparse_share) * 4 * shape.intermediate / mp * act + sparse_share * (
-            shape.top_k * (4 * shape.expert_intermediate + 5 * h) * act + 3 * shape.experts * 4)
-    else:
-        mlp = 4 * shape.intermediate / mp * act
-    per_layer = tokens * (residual + linear_in + attention + mlp)
+    act = 2 if r.amp.enabled else 4  # what the linear layers put out (autocast's dtype under amp)
+    stream = 2 if r.amp.enabled and r.amp.pure else 4  # the residual stream's dtype: the weights' under amp
+    # An RMSNorm keeps its input in fp32 (4h), its scale (4) and the normalised values (h, in the stream's dtype); under
+    # sequence parallelism it runs on this rank's 1/mp of the tokens.
+    norm = (4 * h + 4 + h * stream) / (mp if sp else 1)
+    # What the column layers after a norm keep of its output: one copy they share, or one each where each makes its
+    # own: autocast casts the fp32 output of a norm for every layer that reads it without pure amp (under pure amp
+    # cast_for_amp returns a norm's output in its input's dtype), and sequence parallelism all-gathers it for every
+    # layer.
+    casts = r.amp.enabled and not r.amp.pure
+    each = sp or casts
+    gathered = 1 / mp if (sp and r.mp.recompute_allgather) else 1  # re-gathered in the backward, not kept
+
+    def inputs(readers: float) -> float:
+        return (readers if each else 1) * h * act * gathered
+
+    # q and k before and after the rotation, by head; attention's output and its log-sum-exp (fp32); cp all-gathers
+    # keys and values over its group (its g·d terms over the whole sequence); under sep or cp the output o_proj reads
+    # is a tensor of its own (the all-to-all's, the ring's), kept beside attention's. Qwen3's per-head norms keep
+    # what a norm keeps, by head.
+    attention = 2 * a * d * act + 4 * a + 2 * g * d * act * cp + (a * d * act if sep * cp > 1 else 0)
+    if shape.qk_norm:
+        attention += (a + g) * (d * (4 + stream) + 4)
+    sparse_share = shape.sparse_layers / shape.layers if shape.layers else 0.0
+    # a dense MLP: gate, up, their activation and product; a sparse one: each of a token's top-k copies (dispatched,
+    # through its expert's gate, up, activation and product, out, its routing weight; four int64 indices), the
+    # router's fp32 probabilities, and one copy of the norm's output (the router's; the experts gather theirs from it)
+    dense_mlp = 4 * shape.intermediate / mp * act + inputs(2)
+    sparse_mlp = shape.top_k * ((2 * h + 4 * shape.expert_intermediate + 1) * act + 32) + 4 * shape.experts + inputs(1)
+    if r.experts.ep_degree > 1:  # each copy crosses the ep group twice: the exchange keeps one more, and its indices
+        sparse_mlp += shape.top_k * (h * act + 32)
+    per_layer = tokens * (2 * norm + inputs(3) + attention + (1 - sparse_share) * dense_mlp + sparse_share * sparse_mlp)
+    # The last stage: the final norm, the head's input, and the fp32 log-probabilities the loss keeps (once; the
+    # logits whole on every mp rank: Hugging Face's plan gathers the LM head's output).
+    head = tokens * (norm + inputs(1) + 4 * shape.vocab) if last else 0.0
     items: dict[str, float] = {}
+    if first or last:  # the token ids, and the labels the loss keeps
+        items["token ids"] = tokens * 8 * (first + last)
+    # cos and sin for every row of the micro-batch (the position ids the batch carries)
+    items["rotary tables"] = tokens * 2 * d * stream if layers else 0.0
     if r.recompute.enabled:
+        # Checkpoint keeps each layer's input; the backward recomputes one layer at a time, after the head's saved
+        # tensors are freed: the peak is the larger of the forward's (with the head) and one recomputed layer's.
         items["layer inputs (recompute)"] = layers * tokens * h * act / (mp if sp else 1)
-        items["one layer recomputed"] = per_layer if layers else 0.0
+        if head > per_layer:
+            items["norm, logits and loss"] = head
+        elif layers:
+            items["one layer recomputed"] = per_layer
     else:
         items["layers"] = layers * per_layer
-    if first:
-        items["token ids"] = tokens * 8 * (2 if last else 1)
-    if last:
-        # (the logits whole on every mp rank: Hugging Face's plan gathers the LM head's output)
-        items["norm, logits and loss"] = tokens * ((3 * h + 1) * norm_bytes + 2 * shape.vocab * 4)
-    rope = 2 * d * seq_len / (sep * cp) * act
-    items["rotary tables"] = rope if layers else 0.0
-    if r.pp_degree > 1:  # the hidden state a stage sends (or received, needing its gradient), and the schedule's
-        items["stage boundary"] = tokens * h * act * (3 * (not last) + (not first))  # copies of it (measured)
+        if last:
+            items["norm, logits and loss"] = head
     in_flight = _in_flight(r, pp_rank)
     if in_flight > 1:
         for k in items:
