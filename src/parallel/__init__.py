@@ -32,6 +32,7 @@ from .tensor import (
     gather_from_sequence,
     is_sharded,
     mark_sequence_parallel,
+    model_parallel_rng,
     reduce_sequence_parallel_grads,
     scatter_to_sequence,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "is_sharded",
     "load",
     "mark_sequence_parallel",
+    "model_parallel_rng",
     "parallelize",
     "reduce_sequence_parallel_grads",
     "save",

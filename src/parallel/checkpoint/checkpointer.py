@@ -74,7 +74,8 @@ class Checkpointer:
                 before anything is loaded; or `resume` names a directory that is no finished checkpoint.
         """
         self._model, self._optimizer = model, optimizer
-        self._objects = {"scheduler": scheduler, "data": data}
+        # (each rank's model-parallel stream with its other generators: restored only at the same layout)
+        self._objects = {"scheduler": scheduler, "data": data, "model_parallel_rng": self.hcg.mp_rng}
         path = self._resume_path()
         if path is None:
             return 0

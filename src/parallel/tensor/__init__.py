@@ -8,10 +8,11 @@ from .cross_entropy import ParallelCrossEntropy
 from .data import broadcast_data
 from .embedding import VocabParallelEmbedding
 from .grads import add_main_grad
+from .random import model_parallel_rng
 from .row import RowParallelLinear
 from .sequence import gather_from_sequence, mark_sequence_parallel, reduce_sequence_parallel_grads, scatter_to_sequence
 from .shards import is_sharded
 
 __all__ = ["ColumnParallelLinear", "ParallelCrossEntropy", "RowParallelLinear", "VocabParallelEmbedding", "add_main_grad",
-           "broadcast_data", "gather_from_sequence", "is_sharded", "mark_sequence_parallel",
+           "broadcast_data", "model_parallel_rng", "gather_from_sequence", "is_sharded", "mark_sequence_parallel",
            "reduce_sequence_parallel_grads", "scatter_to_sequence"]

@@ -20,6 +20,7 @@ import strategy as _strategy
 from strategy import Resolved, StrategyError
 
 from .consensus import agree
+from .rng import ModelParallelRNG, seed_streams
 
 __all__ = ["AXES", "HybridGroup", "communicator_options", "current", "destroy", "init", "mesh_over"]
 
@@ -106,6 +107,8 @@ class HybridGroup:
     expert_mesh: DeviceMesh | None = None
     # What FSDP2 shards the experts over at moe_sharding_degree > 1: ("edp", "moe_sharding"), or ("moe_sharding",).
     expert_data_mesh: DeviceMesh | None = None
+    # This rank's model-parallel random stream at mp_degree > 1 (tensor_init_seed; `parallel.model_parallel_rng()`).
+    mp_rng: ModelParallelRNG | None = None
 
     @property
     def data_rank(self) -> int:
@@ -203,7 +206,8 @@ def init(
     mesh = DeviceMesh.from_group([mine[f"{a}_group"] for a in order], device_type, mesh=rank_grid, mesh_dim_names=order)
     if resolved.experts.ep_degree > 1:
         mine.update(_expert_groups(resolved, rank, timeout, device_type, layout["mp"]))
-    _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, mesh=mesh, **mine)
+    mp_rng = seed_streams(resolved, mp_rank=mine["mp_rank"], pp_rank=mine["pp_rank"], pp_size=mine["pp_size"])
+    _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, mesh=mesh, mp_rng=mp_rng, **mine)
     return _STATE.current
 
 

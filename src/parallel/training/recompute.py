@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,6 +23,7 @@ from strategy import StrategyError
 
 from ..blocks import block_names
 from ..topology.groups import HybridGroup, current
+from ..topology.rng import ModelParallelRNG
 
 __all__ = ["apply_recompute", "recompute_targets"]
 
@@ -37,12 +39,13 @@ def apply_recompute(model: nn.Module, *, hcg: HybridGroup | None = None, checkpo
     Raises:
         StrategyError: a glob matches no module, or none is named and the model has no blocks (saying what to name).
     """
+    hcg = hcg or current()
     modules = dict(model.named_modules())
     done: list[str] = []
-    for name in recompute_targets(model, hcg or current(), checkpoints):
+    for name in recompute_targets(model, hcg, checkpoints):
         if any(name.startswith(parent + ".") for parent in done):
             continue  # inside a module already recomputed as a whole
-        _wrap(modules[name])
+        _wrap(modules[name], hcg.mp_rng)
         done.append(name)
     return done
 
@@ -74,7 +77,7 @@ def recompute_targets(model: nn.Module, hcg: HybridGroup, checkpoints: tuple[str
     return sorted(set(wrapped))
 
 
-def _wrap(module: nn.Module) -> None:
+def _wrap(module: nn.Module, rng: ModelParallelRNG | None) -> None:
     if getattr(module, _MARK, False):
         return
     forward = module.forward
@@ -84,10 +87,34 @@ def _wrap(module: nn.Module) -> None:
         if not (module.training and torch.is_grad_enabled()):  # no training backward, no replay (as transformers)
             return forward(*args, **kwargs)
         kwargs = {k: None if _is_kv_cache(v) else v for k, v in kwargs.items()}
-        return checkpoint(forward, *args, use_reentrant=False, preserve_rng_state=True, **kwargs)
+        # checkpoint replays the default generators (preserve_rng_state); the model-parallel stream is replayed here
+        return checkpoint(_replaying(forward, rng), *args, use_reentrant=False, preserve_rng_state=True, **kwargs)
 
     module.forward = recomputed  # type: ignore[method-assign]
     setattr(module, _MARK, True)
+
+
+def _replaying(forward: Callable[..., Any], rng: ModelParallelRNG | None) -> Callable[..., Any]:
+    """`forward`, whose second call (the recomputation in the backward) draws the model-parallel stream from where the
+    first found it, so dropout inside the tensor-parallel region draws the same masks; the live stream is untouched."""
+    if rng is None:
+        return forward
+    start = rng.state_dict()
+    calls = 0
+
+    def replayed(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return forward(*args, **kwargs)
+        live = rng.state_dict()
+        rng.load_state_dict(start)
+        try:
+            return forward(*args, **kwargs)
+        finally:
+            rng.load_state_dict(live)
+
+    return replayed
 
 
 def _is_kv_cache(value: Any) -> bool:

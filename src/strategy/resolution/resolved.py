@@ -41,6 +41,9 @@ class Resolved:
             moe_sharding, the experts' replicas beyond them; `order` is then Paddle's dense order beside it.
         checkpoint: periodic checkpoints and resume (`CheckpointSettings`, checkpoint_configs), read by
             `parallel.Checkpointer`.
+        tensor_init_seed: tensor_parallel_configs.tensor_init_seed while mp_degree > 1 (-1 otherwise, and when
+            unset): `parallel.init` seeds every rank's default generators with it and each rank's model-parallel
+            generator with seed + 1 + mp_rank · pp_degree + pp_rank; -1 leaves the script's seeds alone.
         notes: one sentence per setting that was given but has no effect (or was inferred), and why.
     """
 
@@ -61,6 +64,7 @@ class Resolved:
     recompute: RecomputeSettings = RecomputeSettings()
     experts: ExpertSettings = ExpertSettings()  # immutable: one shared default is safe
     checkpoint: CheckpointSettings = CheckpointSettings()
+    tensor_init_seed: int = -1
     notes: tuple[str, ...] = ()
 
     @property

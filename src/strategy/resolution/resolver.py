@@ -159,6 +159,8 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
     if saving is not None:
         fields_["checkpoint"] = saving
+    if degrees["mp_degree"] > 1:  # Paddle's dygraph fleet reads it at every mp_degree > 1
+        fields_["tensor_init_seed"] = s.tensor_parallel_configs.tensor_init_seed
     if expert is not None:
         from .settings import ExpertSettings
 
