@@ -104,3 +104,24 @@ def test_paddles_4d_strategy_file_fine_tunes_a_llama_on_8_ranks(pools):
     assert [r["stages"] for r in results] == [[0], [0], [0], [0], [1], [1], [1], [1]]  # pp outside sharding and mp
     assert first["units"] == ["model.layers.0", "model.layers.1"]  # recompute: true, every decoder layer of the stage
     assert all(r["losses"] == first["losses"] for r in results) and first["losses"][-1] < first["losses"][0]
+
+
+@pytest.mark.parametrize("switch", ["pp_configs { enable_dynamic_shape: true }",
+                                    "pp_configs { clear_every_step_cache: true }", "p2p_cache_shape: false"],
+                         ids=["enable_dynamic_shape", "clear_every_step_cache", "p2p_cache_shape_false"])
+def test_batches_that_change_length_train_as_one_process_under_each_switch(pools, switch):
+    text = cases.pp_text(2)
+    if switch.startswith("pp_configs"):
+        text = text.replace("pp_configs {", switch[:-1], 1)
+    else:
+        text = text.replace("pipeline_configs {", f"pipeline_configs {{ {switch}", 1)
+    result = pools(2).run(cases.llama_parity, text, 3, 1.0, 4, (16, 24, 8), timeout=240)[0]
+    _assert_parity(result)
+
+
+def test_under_the_defaults_a_batch_of_another_length_is_refused_on_every_rank_naming_the_switches(pools):
+    messages = pools(2).run(cases.batch_error, cases.pp_text(2), 4, (16, 24))
+    assert messages[0] == messages[1]
+    assert messages[0].startswith("this step's batch has shape [4, 24], the pipeline's stages were built for [4, 16] "
+                                  "(pipeline_configs.p2p_cache_shape keeps the first step's shapes)")
+    assert "pp_configs.enable_dynamic_shape: true" in messages[0] and "clear_every_step_cache: true" in messages[0]

@@ -82,7 +82,7 @@ def test_resolved_pipeline_flattens_for_the_ranks_agreement():
     r = resolve(pipe(steps=4, dualpipev=True), 2)
     assert dataclasses.asdict(r)["pipeline"] == {
         "pp_degree": 2, "micro_batch_size": 1, "accumulate_steps": 4, "virtual_pp_degree": 2,
-        "schedule": "ScheduleDualPipeV", "placement": "v"}
+        "schedule": "ScheduleDualPipeV", "placement": "v", "shapes": "fixed"}
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.pipeline.accumulate_steps = 1  # type: ignore[misc]
 
@@ -211,8 +211,7 @@ def test_explain_rows_of_the_pipeline_fields(capsys, write):
     assert rows["hybrid_configs.pp_degree"] == ["2", "set", ""]
     assert rows["pipeline_configs.accumulate_steps"] == ["4", "set", ""]
     assert rows["hybrid_configs.pp_configs.overlap_p2p_comm"] == ["false", "default", "always on here (false has no effect)"]
-    assert rows["pipeline_configs.p2p_cache_shape"][2].startswith(
-        "always on here (false has no effect): torch's PipelineStage infers")
+    assert rows["pipeline_configs.p2p_cache_shape"] == ["false", "set", "off"]  # stages built for each batch shape
     assert rows["pipeline_configs.enable_partial_send_recv"][2].startswith("no effect in PyTorch: torch's PipelineStage")
     assert rows["hybrid_configs.pp_configs.virtual_pp_degree"] == ["1", "default", ""]
 
@@ -221,7 +220,6 @@ def test_explain_shows_always_on_pipeline_fields_off_while_inactive(capsys, writ
     path = write("p.prototxt", "")
     assert main(["explain", str(path), "--world-size", "1", "--all"]) == 0
     rows = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines() if line.strip()}
-    assert rows["pipeline_configs.p2p_cache_shape"] == ["true", "default", "off"]
     assert rows["hybrid_configs.pp_configs.release_gradients"] == ["false", "default", "off"]
 
 
@@ -236,10 +234,11 @@ def statuses(message: str) -> dict[str, str]:
 def test_the_reference_gives_every_pp_configs_field_its_status():
     status = statuses("PpConfig")
     always_on = {"release_gradients", "overlap_p2p_comm"}
-    implemented = {"use_dualpipev", "coll_nccl_config", "p2p_nccl_config", "virtual_pp_degree"}
+    implemented = {"use_dualpipev", "coll_nccl_config", "p2p_nccl_config", "virtual_pp_degree", "clear_every_step_cache",
+                   "enable_dynamic_shape"}
     no_effect = {"delay_scale_loss", "enable_timer", "profiling", "use_batch_p2p_comm"}
-    not_implemented = {"dp_comm_overlap", "sharding_comm_overlap", "clear_every_step_cache", "best_unbalanced_scheduler",
-                       "enable_offload_queue", "enable_dynamic_shape", "forward_backward_overlap_scheduler",
+    not_implemented = {"dp_comm_overlap", "sharding_comm_overlap", "best_unbalanced_scheduler",
+                       "enable_offload_queue", "forward_backward_overlap_scheduler",
                        "shared_nccl_config", "sync_param", "sync_moment", "sync_mode"}
     assert {n for n, s in status.items() if s == "implemented, always on"} == always_on
     assert {n for n, s in status.items() if s == "implemented"} == implemented
@@ -253,7 +252,7 @@ def test_the_reference_gives_every_pp_configs_field_its_status():
 def test_the_reference_gives_every_pipeline_configs_field_its_status():
     status = statuses("PipelineConfig")
     assert status == {"micro_batch_size": "implemented", "accumulate_steps": "implemented",
-                      "schedule_mode": "implemented", "p2p_cache_shape": "implemented, always on",
+                      "schedule_mode": "implemented", "p2p_cache_shape": "implemented",
                       "enable_partial_send_recv": status["enable_partial_send_recv"]}
     assert status["enable_partial_send_recv"].startswith("no effect: torch's PipelineStage sends each mp rank's whole")
 

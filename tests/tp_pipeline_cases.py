@@ -34,12 +34,14 @@ def pp_text(pp: int, *, schedule: str = "1F1B", virtual: int = 1, dualpipev: boo
     return text + f' pipeline_configs {{ micro_batch_size: {mbs} accumulate_steps: {acc} schedule_mode: "{schedule}" }}'
 
 
-def _batch(step: int, rows: int) -> torch.Tensor:
-    return torch.randint(0, VOCAB, (rows, SEQ), generator=torch.Generator().manual_seed(500 + step))
+def _batch(step: int, rows: int, length: int = SEQ) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (rows, length), generator=torch.Generator().manual_seed(500 + step))
 
 
-def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: int = 4) -> dict:
-    """train_batch's losses and, after `steps` steps, the gathered parameters equal one process's."""
+def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: int = 4,
+                 lengths: tuple[int, ...] | None = None) -> dict:
+    """train_batch's losses and, after `steps` steps, the gathered parameters equal one process's; step k's batch of
+    `lengths[k]` tokens (SEQ each by default)."""
     hcg = init(strategy.loads(text))
     p = hcg.resolved.pipeline
     reference = llama(layers)
@@ -49,7 +51,7 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: i
     rows = p.micro_batch_size * p.accumulate_steps
     losses, ref_losses, norms, ref_norms = [], [], [], []
     for step in range(steps):
-        ids = _batch(step, rows * hcg.data_size)
+        ids = _batch(step, rows * hcg.data_size, lengths[step] if lengths else SEQ)
         mine = ids[hcg.data_rank * rows:(hcg.data_rank + 1) * rows]
         loss = model.train_batch((mine, mine), opt)
         losses.append(data_mean(loss, hcg))
@@ -72,13 +74,15 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: i
             "stages": list(model.stage_ids), "names": names, "schedule": p.schedule}
 
 
-def batch_error(text: str, rows: int) -> str:
+def batch_error(text: str, rows: int, lengths: tuple[int, ...] = (SEQ,)) -> str:
+    """The error of train_batch on batches of `rows` rows, one step per length (the last fails)."""
     init(strategy.loads(text))
     model = parallel.parallelize(llama())
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters()))
-    ids = _batch(0, rows)
     try:
-        model.train_batch((ids, ids), opt)
+        for step, length in enumerate(lengths):
+            ids = _batch(step, rows, length)
+            model.train_batch((ids, ids), opt)
     except strategy.StrategyError as e:
         return str(e)
     raise AssertionError("no error")

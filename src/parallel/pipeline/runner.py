@@ -95,8 +95,9 @@ class PipelineModel:
         self.num_stages = hcg.pp_size * settings.virtual_pp_degree
         self.accumulate_steps = settings.accumulate_steps
         self.micro_batch_size = settings.micro_batch_size
-        self._schedule: Any = None
-        self._eval_schedule: Any = None
+        # Schedules by (train or eval, the batch's shape): torch's PipelineStage infers its input and output shapes on
+        # its first step and keeps them, so a batch of another shape needs stages of its own (settings.shapes).
+        self._schedules: dict[tuple[bool, tuple[int, ...]], Any] = {}
         # torch's V schedules cannot evaluate forward only (evaluation.py): eval runs a schedule of its own there.
         self._eval_apart = needs_forward_only_v(settings.placement)
         self._scale = 1.0
@@ -149,7 +150,8 @@ class PipelineModel:
                 (inputs,) = broadcast_data(inputs, hcg=self.hcg)
             if self.last:
                 (labels,) = broadcast_data(labels, hcg=self.hcg)
-        schedule = self._schedule_or_build() if train or not self._eval_apart else self._eval_schedule_or_build()
+        # A V's eval runs a forward-only schedule of its own (evaluation.py); other evals run the training schedule's.
+        schedule = self._schedule_for(train or not self._eval_apart, self._batch_shape(inputs))
         losses: list[torch.Tensor] = []
         args = (inputs,) if self.first else ()
         target = labels if self.last else None
@@ -162,17 +164,38 @@ class PipelineModel:
             dist.broadcast(total, group=self.hcg.pp_group, group_src=owner)
         return float(total)
 
-    def _schedule_or_build(self) -> Any:
-        if self._schedule is None:
-            self._schedule = self._build(getattr(schedules, self.hcg.resolved.pipeline.schedule))
-        return self._schedule
+    def _batch_shape(self, inputs: torch.Tensor) -> tuple[int, ...]:
+        """The step's input shape as the first stage sees it, on every rank of the pp group (the others hold no inputs):
+        every stage picks the same stages for it, or refuses it together, before anything is sent."""
+        shape = torch.zeros(8, dtype=torch.int64)
+        if self.first:
+            shape[0] = inputs.dim()
+            shape[1:1 + inputs.dim()] = torch.tensor(inputs.shape)
+        owner = self.hcg.resolved.pipeline.pp_rank_of(0)
+        with guard("pipeline batch shape broadcast", self.hcg.pp_group):
+            dist.broadcast(shape, group=self.hcg.pp_group, group_src=owner)
+        return tuple(int(d) for d in shape[1:1 + int(shape[0])])
 
-    def _eval_schedule_or_build(self) -> Any:
-        """A V's forward-only schedule over stages of its own: the training schedule's stages and state stay as they
-        are (see `evaluation`)."""
-        if self._eval_schedule is None:
-            self._eval_schedule = self._build(ForwardOnlyV)
-        return self._eval_schedule
+    def _schedule_for(self, train: bool, shape: tuple[int, ...]) -> Any:
+        """The training schedule (or a V's forward-only one) for a step of this shape: built on first use, then kept or
+        rebuilt as the pipeline settings' `shapes` says."""
+        key = (train, shape)
+        mode = self.hcg.resolved.pipeline.shapes
+        if mode == "every_step":  # (pp_configs.clear_every_step_cache)
+            self._schedules.clear()
+        schedule = self._schedules.get(key)
+        if schedule is not None:
+            return schedule
+        seen = [s for (t, s) in self._schedules if t == train]
+        if mode == "fixed" and seen:
+            raise StrategyError(
+                f"this step's batch has shape {list(shape)}, the pipeline's stages were built for {list(seen[0])} "
+                "(pipeline_configs.p2p_cache_shape keeps the first step's shapes): pad every batch to one shape, or set "
+                "pp_configs.enable_dynamic_shape: true (stages kept for each shape) or pp_configs."
+                "clear_every_step_cache: true (built anew each step)", field="pipeline_configs.p2p_cache_shape")
+        cls = getattr(schedules, self.hcg.resolved.pipeline.schedule) if train else ForwardOnlyV
+        schedule = self._schedules[key] = self._build(cls)
+        return schedule
 
     def _build(self, cls: Any) -> Any:
         device = torch.device("cuda", torch.cuda.current_device()) if self.hcg.mesh.device_type == "cuda" \

@@ -115,7 +115,17 @@ def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], po
     assert schedule is not None  # _chunks gives a mode without a one-chunk schedule two or more
     schedule = _fit_micro_batches(configs, schedule, via, pp, chunks, context, notes)
     return {"pp_degree": pp, "micro_batch_size": configs.micro_batch_size, "accumulate_steps": configs.accumulate_steps,
-            "virtual_pp_degree": chunks, "schedule": schedule, "placement": "v" if mode.v else "loop"}
+            "virtual_pp_degree": chunks, "schedule": schedule, "placement": "v" if mode.v else "loop",
+            "shapes": _shapes(configs, pp_configs)}
+
+
+def _shapes(configs: Any, pp_configs: dict[str, Any]) -> str:
+    """How the stages follow batches whose shape changes (PipelineSettings.shapes)."""
+    if pp_configs["clear_every_step_cache"]:
+        return "every_step"
+    if pp_configs["enable_dynamic_shape"] or not configs.p2p_cache_shape:
+        return "per_shape"
+    return "fixed"
 
 
 def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: str,

@@ -65,8 +65,11 @@ class PipelineSettings:
     micro-batches. `schedule` names the class in torch.distributed.pipelining to run; `virtual_pp_degree` is the
     number of model chunks (stages) each pp rank holds: 1 for Schedule1F1B and ScheduleGPipe, >= 2 for the
     interleaved schedules, 2 for the V-shaped ScheduleZBVZeroBubble and ScheduleDualPipeV. `placement`: "loop" (stage
-    s on pp rank s % pp_degree) or "v" (pp rank r holds stages r and 2·pp_degree − 1 − r). The defaults while
-    pp_degree is 1, where nothing pipelines.
+    s on pp rank s % pp_degree) or "v" (pp rank r holds stages r and 2·pp_degree − 1 − r). `shapes`: how the stages
+    follow batches of another shape (sequence length, micro-batch size): "fixed" (pipeline_configs.p2p_cache_shape,
+    the default: the first step's shapes, another refused), "per_shape" (pp_configs.enable_dynamic_shape or
+    p2p_cache_shape false: stages built for each new shape and kept) or "every_step" (pp_configs.
+    clear_every_step_cache: built anew each step). The defaults while pp_degree is 1, where nothing pipelines.
     """
 
     pp_degree: int = 1
@@ -75,6 +78,7 @@ class PipelineSettings:
     virtual_pp_degree: int = 1
     schedule: str = "Schedule1F1B"
     placement: str = "loop"
+    shapes: str = "fixed"
 
     @property
     def num_stages(self) -> int:
