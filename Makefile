@@ -45,7 +45,7 @@ docs: $(STAMP)
 TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)
 OLDEST_DIR := $(VENV)/transformers-$(TRANSFORMERS_OLDEST)
 HF_TESTS := tests/test_transformers_versions.py tests/test_parallelize.py tests/test_sep.py tests/test_cp.py \
-	tests/test_experts.py tests/test_pipeline.py tests/test_checkpoint.py tests/test_sharding.py
+	tests/test_experts.py tests/test_pipeline.py tests/test_checkpoint.py tests/test_sharding.py tests/test_tied.py
 HF_RANGE_TESTS := tests/test_transformers_versions.py \
 	tests/test_parallelize.py::test_sequence_parallel_hugging_face_models_match_too \
 	tests/test_parallelize.py::test_qwen3s_per_head_norms_sum_their_gradients_over_mp \

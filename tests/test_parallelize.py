@@ -73,7 +73,8 @@ def test_need_broadcast_data_gives_every_mp_rank_the_first_ranks_batch(pools):
 @pytest.mark.timeout(300)
 def test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun(tmp_path):
     """A Qwen2 checkpoint saved without tokenizer files (its AutoTokenizer loads empty, encoding text to nothing):
-    the example falls back to bytes and says so."""
+    the example falls back to bytes and says so. Its LM head is tied to the embedding, as released Qwen2.5 models'
+    are: at mp 2 the two share each rank's block of the weight."""
     import json
     import subprocess
     import sys
@@ -83,7 +84,7 @@ def test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun(tmp_
     from conftest import ROOT
 
     config = transformers.Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False)
+                                      num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True)
     transformers.Qwen2ForCausalLM(config).save_pretrained(tmp_path / "ckpt")
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",

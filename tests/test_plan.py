@@ -22,6 +22,10 @@ LLAMA2_7B = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "i
 LLAMA2_70B = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 8192, "intermediate_size": 28672,
               "num_hidden_layers": 80, "num_attention_heads": 64, "num_key_value_heads": 8,
               "max_position_embeddings": 4096, "tie_word_embeddings": False}
+# The published config.json values of Qwen/Qwen2.5-3B (its LM head tied to the embedding).
+QWEN2_5_3B = {"model_type": "qwen2", "vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 11008,
+              "num_hidden_layers": 36, "num_attention_heads": 16, "num_key_value_heads": 2,
+              "max_position_embeddings": 32768, "tie_word_embeddings": True}
 
 
 def test_the_published_configs_count_their_published_parameters():
@@ -118,14 +122,21 @@ def test_the_search_for_70b_on_1024_gpus_takes_under_10_seconds():
     assert time.perf_counter() - start < 10 and result.candidates and result.searched > 1000
 
 
-def test_tied_embeddings_and_a_vocabulary_mp_does_not_divide_keep_mp_and_pp_at_1():
+def test_tied_embeddings_keep_pp_at_1_and_a_vocabulary_mp_does_not_divide_keeps_mp_at_1():
     tied = {**LLAMA2_7B, "tie_word_embeddings": True}
-    result = strategy.plan(tied, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
-    assert result.candidates and all(c.degrees["mp"] == c.degrees["pp"] == 1 for c in result.candidates)
-    assert any(c["why"].startswith("mp or pp with tied embeddings") for c in result.cut if "layouts" in c)
+    result = strategy.plan(tied, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64, top=20)
+    assert result.candidates and all(c.degrees["pp"] == 1 for c in result.candidates)
+    assert any(c["why"].startswith("pp with tied embeddings") for c in result.cut if "layouts" in c)
     odd_vocab = {**LLAMA2_7B, "vocab_size": 32001}
     result = strategy.plan(odd_vocab, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
     assert all(c.degrees["mp"] == 1 for c in result.candidates)
+
+
+def test_a_tied_qwen2_5_3b_at_32k_tokens_is_offered_mp_and_never_cut_from_it_for_its_tied_head():
+    """Under mp the vocabulary-split embedding and head share each rank's block of the tied weight (issue 43)."""
+    result = strategy.plan(QWEN2_5_3B, gpus=8, gpu_memory=80e9, seq_len=32768, global_batch=64)
+    assert any(c.degrees["mp"] > 1 for c in result.candidates)
+    assert all("tied" not in c["why"] or c["why"].startswith("pp with tied") for c in result.cut)
 
 
 def test_a_cost_model_constant_that_is_not_positive_is_refused():

@@ -18,10 +18,13 @@ SEQ, ROWS = 32, 2
 
 
 def config(kind: str) -> dict:
+    """A small config of `kind`: llama, qwen2, qwen2_tied (its LM head tied to the embedding) or qwen3_moe."""
     import transformers
 
+    tied = kind.endswith("_tied")
+    kind = kind.removesuffix("_tied")
     common = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                  max_position_embeddings=SEQ, tie_word_embeddings=False)
+                  max_position_embeddings=SEQ, tie_word_embeddings=tied)
     if kind == "qwen3_moe":
         return transformers.Qwen3MoeConfig(num_experts=4, moe_intermediate_size=32, intermediate_size=96,
                                            num_experts_per_tok=2, head_dim=16, **common).to_dict()

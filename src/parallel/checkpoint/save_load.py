@@ -61,8 +61,19 @@ def _as_dtensor(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -
 
 
 def _model_state(model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
+    """The model's tensors as DTensors; a tied weight once, under its first name (the embedding's), as its optimizer
+    state is: its other names (`_aliases`) hold the same tensor."""
     params = dict(model.named_parameters())
-    return {name: _as_dtensor(t.detach(), params.get(name), hcg) for name, t in model.state_dict().items()}
+    aliases = _aliases(model)
+    return {name: _as_dtensor(t.detach(), params.get(name), hcg) for name, t in model.state_dict().items()
+            if name not in aliases}
+
+
+def _aliases(model: nn.Module) -> dict[str, str]:
+    """Each other name of a tied weight (`lm_head.weight`), with the name it is saved under (`model.embed_tokens.weight`,
+    the one `named_parameters()` gives)."""
+    first = {id(p): n for n, p in model.named_parameters()}
+    return {n: first[id(p)] for n, p in model.named_parameters(remove_duplicate=False) if first[id(p)] != n}
 
 
 def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
@@ -271,7 +282,7 @@ def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
         state["optimizer"] = {k: v for k, v in _optimizer_state(optimizer, model, hcg).items()
                               if not k.startswith("state.") or f"optimizer.{k}" in saved}
     try:
-        _check_fits(source, state, saved, with_optimizer=optimizer is not None)
+        _check_fits(source, state, saved, with_optimizer=optimizer is not None, aliases=_aliases(model))
     except ValueError:
         _forget(optimizer, fresh)
         raise
@@ -317,10 +328,12 @@ def _flat(state: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _check_fits(source: Path, state: dict[str, Any], saved: dict[str, Any], *, with_optimizer: bool) -> None:
+def _check_fits(source: Path, state: dict[str, Any], saved: dict[str, Any], *, with_optimizer: bool,
+                aliases: dict[str, str]) -> None:
     """Every key the model needs is saved with the same global shape, and nothing else is there: else no load.
 
-    Every rank checks its own keys (pipeline stages hold different ones) and all raise the same error together."""
+    Every rank checks its own keys (pipeline stages hold different ones) and all raise the same error together. A tied
+    weight's other name (`aliases`), which checkpoints before it was saved once held too, is no key of another model."""
     wanted = _flat(state)
     problems = []
     for key, value in wanted.items():
@@ -332,7 +345,7 @@ def _check_fits(source: Path, state: dict[str, Any], saved: dict[str, Any], *, w
         if shape is not None and held is not None and tuple(held) != shape:
             problems.append(f"{key}: the checkpoint holds global shape {list(held)}, the model needs {list(shape)}")
     everyone: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(everyone, (sorted(wanted), problems))
+    dist.all_gather_object(everyone, (sorted(wanted) + [f"model.{a}" for a in aliases], problems))
     held = {key for keys, _ in everyone for key in keys}
     problems = list(dict.fromkeys(p for _, theirs in everyone for p in theirs))
     kinds = ("model.", "optimizer.") if with_optimizer else ("model.",)
@@ -412,10 +425,14 @@ def _restore_hyperparameters(optimizer: Any, groups: list[dict[str, Any]]) -> No
 def full_state_dict(model: nn.Module, *, rank0_only: bool = False, hcg: HybridGroup | None = None) -> dict[str, torch.Tensor]:
     """The unparallelised model's state dict — the keys and shapes of the model before `parallelize` (or of the
     single-process model) — gathered on every rank, or only on rank 0 (`rank0_only`, others get {}).
-    Every rank must call it. Ready for torch.save, safetensors or save_pretrained."""
+    Every rank must call it. Ready for torch.save, safetensors or save_pretrained. A tied weight is under each of its
+    names (`model.embed_tokens.weight` and `lm_head.weight`), equal; `load_state_dict` of it keeps the model tied."""
     hcg = hcg or current()
     out = {name: t.full_tensor().detach().clone()  # all-gathers the shards over "mp" and "sharding"
            for name, t in _model_state(model, hcg).items()}
+    for alias, name in _aliases(model).items():  # a tied weight under each of its names, as model.state_dict() has it
+        if name in out:  # (its own tensor: safetensors refuses tensors that share memory)
+            out[alias] = out[name].clone()
     if hcg.pp_size > 1:  # each pipeline stage holds its own parameters: gather every stage's
         device = next(iter(out.values())).device if out else torch.device("cpu")
         stages: list[Any] = [None] * hcg.pp_size

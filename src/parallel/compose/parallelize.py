@@ -34,7 +34,7 @@ from ..topology.groups import HybridGroup, current
 from ..training.recompute import apply_recompute, recompute_targets
 from .hf_sequence import install as install_sequence_parallel
 from .hf_sequence import plan_sequence_parallel, without_sequence_parallel
-from .plan import COLUMN, ROW, Match, match_plan, plan_for
+from .plan import COLUMN, ROW, Match, match_plan, plan_for, tied_owners
 from .transformers_versions import check_transformers
 
 __all__ = ["parallelize"]
@@ -67,8 +67,10 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     Raises:
         RuntimeError: a Hugging Face model with a transformers release outside the supported range (naming both).
         StrategyError: an unknown style, a rule that matches nothing, a style on the wrong module type, a
-            dimension (or a head count) not divisible by mp_degree, tied weights, or sharding on a model with no
-            blocks; every problem is named (pattern, module, shape, degree) before anything is changed.
+            dimension (or a head count) not divisible by mp_degree, a tied weight two uses would split differently (a
+            biased head, another split of either), or sharding on a model with no blocks; every problem is named
+            (pattern, module, shape, degree) before anything is changed. A tied embedding and head that both cut the
+            vocabulary rows share one Parameter on each rank (see docs/tensor-parallel.md).
 
     The techniques apply in one fixed order: tensor (and sequence) parallelism, recompute, the pipeline cut
     (pp_degree > 1: the blocks of the largest ModuleList in pp_degree × virtual_pp_degree contiguous chunks, the
@@ -102,6 +104,8 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         check_heads(model, hcg)
     experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
     modules = dict(model.named_modules())
+    # A weight tied between two modules: the Parameter their replacements share, once the first is made.
+    tied: list[tuple[torch.Tensor, nn.Parameter | None]] = [(getattr(o[0][1], o[0][2]), None) for o in tied_owners(model)]
     applied: dict[str, str] = {}
     for m in matches:
         applied[m.name] = m.style
@@ -115,6 +119,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
             continue
         whole = hf_sequence is not None and m.name in hf_sequence.replicated_input  # gets the whole sequence
         replacement = _replacement(m, without_sequence_parallel(hcg) if whole else hcg, sequence_dim)
+        _share_tied(m.module, replacement, tied)
         parent_name, _, child = m.name.rpartition(".")
         setattr(modules[parent_name], child, replacement)
     if hf_sequence is not None:
@@ -168,10 +173,9 @@ def _replacement(m: Match, hcg: HybridGroup, sequence_dim: int) -> nn.Module:
         _adopt(new, old, {"weight": 1, "bias": None}, hcg)
     else:
         assert isinstance(old, nn.Embedding)
-        new = VocabParallelEmbedding(old.num_embeddings, old.embedding_dim, sequence_dim=sequence_dim, **kwargs)
+        new = VocabParallelEmbedding(old.num_embeddings, old.embedding_dim, sequence_dim=sequence_dim,
+                                     padding_idx=old.padding_idx, **kwargs)
         _adopt(new, old, {"weight": 0}, hcg)
-        if old.padding_idx is not None:
-            _keep_padding_row_frozen(new, old.padding_idx)
     new.train(old.training)
     return new
 
@@ -187,19 +191,18 @@ def _adopt(new: nn.Module, old: nn.Module, dims: dict[str, int | None], hcg: Hyb
         dst.requires_grad_(src.requires_grad)
 
 
-def _keep_padding_row_frozen(layer: VocabParallelEmbedding, padding_idx: int) -> None:
-    """nn.Embedding(padding_idx=...) never updates that row: zero its gradient on the rank that holds it."""
-    padding_idx %= layer.num_embeddings
-    if not layer.vocab_start <= padding_idx < layer.vocab_end:
-        return
-    row = padding_idx - layer.vocab_start
-
-    def zero_row(grad: torch.Tensor) -> torch.Tensor:
-        grad = grad.clone()
-        grad[row] = 0
-        return grad
-
-    layer.weight.register_hook(zero_row)
+def _share_tied(old: nn.Module, new: nn.Module, tied: list[tuple[torch.Tensor, nn.Parameter | None]]) -> None:
+    """The uses of a tied weight hold one Parameter, the first use's (the embedding's): match_plan let through only uses
+    that cut the same vocabulary rows, so each rank's block serves both, and autograd sums both gradients into it (the
+    head's fused accumulation adds into the same main_grad) with no collective."""
+    for i, (weight, param) in enumerate(tied):
+        if old.weight is weight:
+            if param is None:
+                assert isinstance(new.weight, nn.Parameter)
+                tied[i] = (weight, new.weight)
+            else:
+                new.weight = param
+            return
 
 
 def _broadcast_inputs(hcg: HybridGroup):

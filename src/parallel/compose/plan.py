@@ -17,7 +17,7 @@ from strategy import TP_STYLES, StrategyError
 
 from ..topology.groups import HybridGroup
 
-__all__ = ["Match", "match_plan", "plan_for"]
+__all__ = ["Match", "match_plan", "plan_for", "tied_owners"]
 
 # Hugging Face's older name for colwise_gather_output; both are accepted and mean the same.
 COLUMN = {"colwise": False, "colwise_gather_output": True, "colwise_rep": True}
@@ -142,20 +142,54 @@ def _heads(model: nn.Module, matches: list[Match], mp: int) -> list[str]:
 
 
 def _tied(model: nn.Module, matches: list[Match]) -> list[str]:
-    """A weight shared with another module (tied embeddings) cannot be split for one of them alone."""
-    owners: dict[int, list[str]] = {}
+    """A weight shared by several modules (tied embeddings) is split only where every use cuts the same rows: the
+    vocabulary-split embedding (embedding_rowwise) and a bias-free head split by output rows (a column style) both hold
+    rows [r * V / mp, (r + 1) * V / mp) of it, so parallelize gives them one Parameter (`tied_owners`)."""
+    style = {id(m.module): m for m in matches}
+    out = []
+    for owners in tied_owners(model):
+        splits = [style.get(id(module)) for _, module, _ in owners]
+        if all(m is None or m.style in ("replicate", "sequence_parallel") for m in splits):
+            continue  # left whole everywhere
+        names = [f"{name}.{pname}" if name else pname for name, _, pname in owners]
+        for (name, module, pname), m, full in zip(owners, splits, names):
+            why = _cannot_share(module, pname, m)
+            if why:
+                others = ", ".join(n for n in names if n != full)
+                out.append(f"{full} is shared with {others} (tied weights), and {why}: a tied weight is split only as "
+                           "the embedding's vocabulary (embedding_rowwise) and a bias-free head's output rows (colwise, "
+                           "colwise_gather_output); untie them (e.g. tie_word_embeddings=False) or replicate both")
+    return out
+
+
+def tied_owners(model: nn.Module) -> list[list[tuple[str, nn.Module, str]]]:
+    """Each parameter more than one module holds, as its (module name, module, parameter name) owners in the order of
+    `named_modules()`: the first is the name `named_parameters()` and checkpoints give it."""
+    owners: dict[int, list[tuple[str, nn.Module, str]]] = {}
+    seen: set[tuple[int, str]] = set()
     for name, module in model.named_modules(remove_duplicate=False):
         for pname, p in module.named_parameters(recurse=False):
-            owners.setdefault(id(p), []).append(f"{name}.{pname}" if name else pname)
-    out = []
-    for m in matches:
-        if m.style in ("replicate", "sequence_parallel"):
-            continue
-        for pname, p in m.module.named_parameters(recurse=False):
-            if len(set(owners.get(id(p), []))) > 1:
-                out.append(f"{m.name}.{pname} is shared with {', '.join(o for o in owners[id(p)] if o != f'{m.name}.{pname}')} "
-                           "(tied weights): untie them (e.g. tie_word_embeddings=False) or replicate both")
-    return out
+            if (id(module), pname) not in seen:  # a module registered twice holds its parameter once
+                seen.add((id(module), pname))
+                owners.setdefault(id(p), []).append((name, module, pname))
+    return [o for o in owners.values() if len(o) > 1]
+
+
+def _cannot_share(module: nn.Module, pname: str, m: Match | None) -> str:
+    """Why this use of a tied weight cannot hold the same rows as the others ("" when it can)."""
+    what = f"{type(module).__name__}"
+    if m is None:
+        return f"{what} matches no rule (it would stay whole while another use is split)"
+    where = f"{what} under rule {m.pattern!r} -> {m.style}"
+    if pname != "weight":
+        return f"{where} splits its {pname}"
+    if m.style == "embedding_rowwise":
+        return ""
+    if m.style not in COLUMN:
+        return f"{where} does not split it by vocabulary rows"
+    if getattr(module, "bias", None) is not None:
+        return f"{where} has a bias"
+    return ""
 
 
 def _examples(model: nn.Module) -> str:

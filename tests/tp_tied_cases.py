@@ -1,0 +1,195 @@
+"""Rank-side: Hugging Face models whose LM head is tied to the embedding (tie_word_embeddings), under mp."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import parallel
+import strategy
+from rank_helpers import PARITY_ATOL, PARITY_RTOL, close, count_collectives, init, make_strategy, \
+    train_beside_one_process
+
+VOCAB, SEQ, ROWS, PAD = 128, 16, 2, 0
+FUSED = (True, False, True)  # mp_async_allreduce, mp_fused_linear_param_grad_add: the head accumulates into main_grad
+SYNC = {"sync_param": True, "sync_grad": True, "sync_moment": True, "sync_mode": "average"}
+
+
+def tied_model(arch: str, *, pad: bool = False, tied: bool = True):
+    """A tiny Llama or Qwen2, its head tied to the embedding; `pad`: a pad token (the embedding's padding_idx)."""
+    import transformers
+
+    config_cls, model_cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+                             "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}[arch]
+    config = config_cls(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                        tie_word_embeddings=tied, pad_token_id=PAD if pad else None)
+    torch.manual_seed(0)
+    model = model_cls(config)
+    assert (model.lm_head.weight is model.model.embed_tokens.weight) == tied
+    return model
+
+
+def _rows(step: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fixed rows, a quarter of their tokens the pad token (the row a padding_idx lookup leaves without gradient)."""
+    gen = torch.Generator().manual_seed(500 + step)
+    ids = torch.randint(0, VOCAB, (count, SEQ), generator=gen)
+    ids[torch.rand(count, SEQ, generator=gen) < 0.25] = PAD
+    return ids, ids.clone()
+
+
+def parity(world: int, arch: str, flags, *, pad: bool = False, mp_config: dict | None = None,
+           main_grad: bool = True) -> dict:
+    """3 AdamW steps clipped at 1.0 beside one process: losses, clipped norms and the whole state (both names of the
+    tied weight, equal); the two uses hold one Parameter on each rank. Under the fused flag the head accumulates into
+    `main_grad` (`add_main_grad`), or without one into the `.grad` the lookup's gradient is then added to."""
+    hcg = init(make_strategy(world, flags=flags, **(mp_config or {})))
+    reference = tied_model(arch, pad=pad)
+    pad_row = reference.model.embed_tokens.weight[PAD].detach().clone()
+    model = parallel.parallelize(copy.deepcopy(reference))
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert isinstance(model.lm_head, parallel.ColumnParallelLinear)
+    if hcg.resolved.mp.fused_linear_param_grad_add and main_grad:
+        parallel.add_main_grad(model)
+    out = train_beside_one_process(hcg, model, reference, _rows, rows_per_rank=ROWS, lr=1e-3, split=False)
+    full = parallel.full_state_dict(model)
+    assert torch.equal(full["lm_head.weight"], full["model.embed_tokens.weight"])
+    out["pad_row_moved"] = not torch.equal(full["lm_head.weight"][PAD], pad_row)  # by the head's gradient
+    return out
+
+
+def parallel_cross_entropy(world: int) -> dict:
+    """The head left split (colwise: logits [.., V / mp]) and ParallelCrossEntropy: the loss and every gradient of the
+    tied weight's block are one process's (padding row included)."""
+    hcg = init(make_strategy(world))
+    reference = tied_model("qwen2", pad=True)
+    model = copy.deepcopy(reference)
+    layer = "model.layers.*."
+    plan = {"model.embed_tokens": "embedding_rowwise", "lm_head": "colwise",
+            **{f"{layer}self_attn.{p}": "colwise" for p in ("q_proj", "k_proj", "v_proj")},
+            f"{layer}self_attn.o_proj": "rowwise", f"{layer}mlp.gate_proj": "colwise", f"{layer}mlp.up_proj": "colwise",
+            f"{layer}mlp.down_proj": "rowwise"}
+    parallel.parallelize(model, plan)
+    ids, _ = _rows(0, ROWS)
+    logits = model.lm_head(model.model(input_ids=ids).last_hidden_state)
+    loss = parallel.ParallelCrossEntropy()(logits[:, :-1], ids[:, 1:])
+    loss.backward()
+    ref_logits = reference.lm_head(reference.model(input_ids=ids).last_hidden_state)
+    ref_loss = F.cross_entropy(ref_logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1))
+    ref_loss.backward()
+    close(loss, ref_loss, "loss", PARITY_RTOL, PARITY_ATOL)
+    weight = model.model.embed_tokens.weight
+    expected = reference.model.embed_tokens.weight.grad.chunk(hcg.mp_size)[hcg.mp_rank]
+    close(weight.grad, expected, "the tied weight's gradient", PARITY_RTOL, PARITY_ATOL)
+    return {"logits": list(logits.shape), "pad_row_grad": float(reference.model.embed_tokens.weight.grad[PAD].abs().sum())}
+
+
+def collectives(world: int) -> dict:
+    """One training step's collectives, the tied model's and the untied one's: tying adds none."""
+    counts = {}
+    for tied in (True, False):
+        init(make_strategy(world, flags=FUSED))
+        model = parallel.parallelize(tied_model("qwen2", tied=tied))
+        opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), max_grad_norm=1.0)
+        ids, labels = _rows(0, ROWS)
+        with count_collectives() as seen:
+            model(input_ids=ids, labels=labels).loss.backward()
+            opt.step()
+        counts["tied" if tied else "untied"] = dict(seen)
+        parallel.destroy()
+    return counts
+
+
+def bf16_masters(world: int) -> dict:
+    """Pure bf16: one fp32 master for the tied weight, which both uses read back after each step; replicas agree."""
+    s = make_strategy(world, flags=FUSED, **SYNC)
+    s.amp = True
+    s.amp_configs.use_pure_bf16 = True
+    s.amp_configs.dtype = "bfloat16"
+    init(s)
+    model = parallel.cast_for_amp(parallel.parallelize(tied_model("llama")))
+    parallel.add_main_grad(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-2), max_grad_norm=1.0)
+    weight = model.model.embed_tokens.weight
+    losses = []
+    ids, labels = _rows(0, ROWS)
+    for _ in range(3):
+        with parallel.autocast():
+            loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss))
+    parallel.check_replicas(model, grads=False)
+    masters = opt._master
+    return {"losses": losses, "tied": model.lm_head.weight is weight, "dtype": str(weight.dtype),
+            "masters": len(masters), "low_precision": len({id(p) for p in model.parameters() if p.dtype == torch.bfloat16}),
+            "master_is_weight": torch.equal(masters[weight].to(torch.bfloat16), weight)}
+
+
+def save_and_load(world: int, path: str) -> dict:
+    """Saved at mp 2 (the tied weight and its Adam state once, under the embedding's name), loaded at dp 2 (mp 1):
+    the next step there equals the next step at mp 2; a checkpoint holding both names (as saved before) loads too."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    from parallel.checkpoint import save_load
+
+    ids, labels = _rows(0, ROWS)
+
+    def step(model, opt) -> None:
+        model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+    def fresh():
+        model = parallel.parallelize(tied_model("qwen2", pad=True))
+        return model, parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), max_grad_norm=1.0)
+
+    init(make_strategy(world, flags=FUSED))
+    model, opt = fresh()
+    step(model, opt)
+    parallel.save(path, model, opt, step=1)
+    step(model, opt)
+    expected = parallel.full_state_dict(model)
+    parallel.destroy()
+    keys = sorted(k for k in FileSystemReader(path).read_metadata().state_dict_metadata if "embed" in k or "lm_head" in k)
+
+    init(make_strategy(1, dp=world))
+    model, opt = fresh()
+    parallel.load(path, model, opt)
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    step(model, opt)  # the same rows on both dp ranks: their average is the mp 2 run's gradient
+    resumed = parallel.full_state_dict(model)
+    assert resumed.keys() == expected.keys()
+    for name, value in expected.items():
+        close(resumed[name], value, name, PARITY_RTOL, PARITY_ATOL)
+    older = path + ".both_names"
+    original = save_load._aliases
+    save_load._aliases = lambda model: {}  # the format before: both names written
+    try:
+        parallel.save(older, model, opt, step=2)
+    finally:
+        save_load._aliases = original
+    model, opt = fresh()
+    parallel.load(older, model, opt)
+    close(parallel.full_state_dict(model)["lm_head.weight"], resumed["lm_head.weight"], "older format", 0, 0)
+    return {"keys": keys}
+
+
+def refusal(world: int, plan: dict[str, str] | str, bias: bool) -> tuple[str, bool]:
+    """A tied weight two uses would split differently: the error, and whether the model was left untouched."""
+    init(make_strategy(world))
+    model = tied_model("llama")
+    if bias:
+        head = nn.Linear(64, VOCAB, bias=True)
+        head.weight = model.model.embed_tokens.weight
+        model.lm_head = head
+    before = [type(m) for m in model.modules()]
+    try:
+        parallel.parallelize(model, plan)
+    except strategy.StrategyError as e:
+        return str(e), [type(m) for m in model.modules()] == before
+    raise AssertionError("no error")
