@@ -1,4 +1,5 @@
-"""`import`: a DeepSpeed, torchtitan, accelerate or Megatron config as a strategy, with a line per setting saying why."""
+"""`import`: a DeepSpeed, torchtitan, accelerate, Megatron, PaddleNLP or PaddleFormers config as a strategy, with a line
+per setting saying why."""
 
 from __future__ import annotations
 
@@ -10,14 +11,15 @@ from .common import STDIO, positive, subparser, write
 
 __all__ = ["register"]
 
-_KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron")  # strategy.importers.KINDS, not imported at start-up
+_KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron", "paddlenlp", "paddleformers")  # strategy.importers.KINDS, not imported at start-up
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = subparser(
-        sub, "import", "turn a DeepSpeed, torchtitan, accelerate or Megatron config into a strategy",
+        sub, "import", "turn a DeepSpeed, torchtitan, accelerate, Megatron or PaddleNLP config into a strategy",
         "Read another tool's config (DeepSpeed JSON, torchtitan TOML, accelerate YAML, a Megatron-LM launcher\n"
-        "script) and write the strategy it describes: prototxt on standard output, or OUT in the format its\n"
+        "script, PaddleNLP JSON or PaddleFormers YAML trainer arguments) and write the strategy it describes:\n"
+        "prototxt on standard output, or OUT in the format its\n"
         "extension names (written atomically). Standard error gets one line per setting of the file:\n"
         "`key = value -> fields`, `-> nothing to set: reason`, `-> no counterpart: reason` or\n"
         "`-> unresolved: reason`. What depends on the number of ranks (the data ranks ZeRO or FSDP shards\n"

@@ -21,7 +21,7 @@ from .plan import plan
 
 __all__ = ["KINDS", "STATUSES", "Entry", "Imported", "import_config", "report"]
 
-KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron")
+KINDS = ("deepspeed", "torchtitan", "accelerate", "megatron", "paddlenlp", "paddleformers")
 NOTHING = "nothing to set"  # understood, and the strategy's defaults already say it
 STATUSES = ("mapped", NOTHING, "unresolved", "no counterpart")
 _MEGATRON_FLAG = re.compile(r"--[a-z-]*parallel-size\b")
@@ -126,23 +126,33 @@ def import_config(path: str | os.PathLike[str], *, kind: str | None = None, worl
 
 def detect(source: str, text: str) -> str:
     """The kind of a config from its extension and, for YAML and scripts, its content."""
+    from .trainers import trainer_kind
+
     ext = os.path.splitext(source)[1].lower()
     if ext == ".toml":
         return "torchtitan"
-    if ext == ".json":
-        return "deepspeed"
-    if ext in (".yaml", ".yml"):
+    if ext in (".json", ".yaml", ".yml"):
         from ..formats.tree import Mapping
-        from ..formats.yaml.located import parse
 
+        if ext == ".json":
+            from ..formats.json.located import parse
+        else:
+            from ..formats.yaml.located import parse  # type: ignore[assignment]
         root = parse(text, source)
-        if isinstance(root, Mapping) and {key for key, _, _ in root.items} & {"distributed_type", "compute_environment"}:
+        keys = {key for key, _, _ in root.items} if isinstance(root, Mapping) else set()
+        if ext != ".json" and keys & {"distributed_type", "compute_environment"}:
             return "accelerate"
+        trainer = trainer_kind(keys, yaml=ext != ".json")
+        if trainer is not None:
+            return trainer  # a JSON of trainer arguments is never a DeepSpeed config
+        if ext == ".json":
+            return "deepspeed"
     elif _MEGATRON_FLAG.search(text):
         return "megatron"
     raise StrategyError("cannot tell which tool this config is for: name it with --from (kind=) as one of "
                         f"{', '.join(KINDS)} (a .toml is torchtitan, .json DeepSpeed, YAML with distributed_type "
-                        "accelerate, a script with --...-parallel-size flags Megatron)", source=source)
+                        "accelerate, a script with --...-parallel-size flags Megatron, a JSON or YAML of trainer "
+                        "arguments PaddleNLP or PaddleFormers by their names)", source=source)
 
 
 def report(imported: Imported) -> list[str]:

@@ -88,7 +88,8 @@ class Tool:
 
     `defaults` are (key, value) pairs the tool assumes for keys a file leaves out (torchtitan's FSDP over the ranks
     left, in bfloat16); `scaler` is its fp16 loss scaler's settings as amp_configs fields; `auto` whether "auto" means
-    "filled in at launch" (DeepSpeed through the Trainer, accelerate).
+    "filled in at launch" (DeepSpeed through the Trainer, accelerate); `finish` the tool's own rules, run by the
+    planner after the shared ones (Paddle's trainers: their silent rules, the `*_parallel_config` words).
     """
 
     kind: str
@@ -99,6 +100,7 @@ class Tool:
     defaults: tuple[tuple[str, Any], ...] = ()
     scaler: Mapping[str, Any] = field(default_factory=dict)
     auto: bool = False
+    finish: Callable[[Any], None] | None = None
 
     def rule(self, key: str) -> Rule | None:
         return next((r for r in self.rules if r.matches(key)), None)

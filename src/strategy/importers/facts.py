@@ -58,6 +58,22 @@ FACTS: dict[str, str] = {
                   "optimizer updates, a step here is a micro-step)",
     "ckpt_keep": "checkpoint_configs.keep_last (0: all)",
     "ckpt_async": "checkpoint_configs.async_save",
+    "topo_order": "hybrid_configs.order while some degree is above 1 (Paddle keeps it in Python, outside its proto)",
+    "expert_switch": "with expert parallelism, hybrid_configs.order as the trainer reorders it",
+    "auto_parallel": "the auto-parallel path: hybrid_configs.order pp first (the rest goes to fleet.auto.Strategy "
+                     "there, to this strategy's own fields here)",
+    "dtype": "amp, amp_configs.dtype (with fp16_opt_level: O2 also use_pure_bf16 / use_pure_fp16)",
+    "opt_level": "with bf16 / fp16: O1 autocast (amp), O2 pure low precision with fp32 masters (use_pure_*), O0 no amp",
+    "scale_loss": "amp_configs.init_loss_scaling under fp16",
+    "master_grad": "checked (split_param and sharding comm overlap need it); fp32 master gradients are how pure low "
+                   "precision steps here",
+    "eval_batch": "evaluation's batch (no counterpart; checked against the micro-batch under a pipeline where the "
+                  "trainer does)",
+    "release_grads": "hybrid_configs.pp_configs.release_gradients under pp",
+    "seed": "tensor_parallel_configs.tensor_init_seed at tensor-parallel degree > 1; otherwise the script's",
+    "granularity": "how much recompute recomputes: \"full\" every block (recompute), the rest no counterpart",
+    "save_strategy": "\"steps\": save_steps counts; \"no\" / \"epoch\": no step-counted checkpoints",
+    "checked": "nothing: checked, or its entries follow",
     "offload": "offloading parameters or optimizer state to CPU or NVMe (not implemented; off is how the strategy runs)",
 }
 

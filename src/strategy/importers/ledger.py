@@ -31,6 +31,7 @@ class Ledger:
         self.strategy: dict[str, Any] = {}
         self.owner: dict[str, tuple[str, ...]] = {}  # field path -> the facts that set it
         self.verdict: dict[str, tuple[str, str]] = {}  # fact -> (status, reason)
+        self.notes: dict[str, list[str]] = defaultdict(list)  # fact -> what else its entry says (a mapped one too)
 
     def has(self, fact: str) -> bool:
         return fact in self.facts
@@ -46,6 +47,50 @@ class Ledger:
             node = node.setdefault(parent, {})
         node[name] = value
         self.owner[path] = tuple(f for f in by if self.has(f))
+
+    def unset(self, path: str) -> tuple[str, ...]:
+        """Take a field back out (a rule of the tool's that undoes another); the facts that had set it."""
+        node = self.strategy
+        *parents, name = path.split(".")
+        chain = [node]
+        for parent in parents:
+            node = node.get(parent, {})
+            chain.append(node)
+        node.pop(name, None)
+        for parent, holder in zip(reversed(parents), reversed(chain[:-1])):  # drop what is left empty
+            if holder.get(parent) == {}:
+                holder.pop(parent)
+        return self.owner.pop(path, ())
+
+    def note(self, fact: str, text: str) -> None:
+        """Something the entry of `fact` says besides its fields (a field the tool sets that is left out, and why)."""
+        if self.has(fact) and text not in self.notes[fact]:
+            self.notes[fact].append(text)
+
+    def fit(self, why: str) -> None:
+        """Leave out what the strict policy would refuse (a field this project does not implement set to another
+        value than its default, a flag whose `requires` is off), each named in the entries that set it, with `why`
+        (the tool's own words for where it keeps the setting) and the schema's reason."""
+        from ..formats.io import from_dict
+        from ..schema import rules, support
+
+        while True:
+            s = from_dict(self.strategy)
+            dropped = [(f.path, f.error.message.split("; ", 1)[-1]) for f in support.review(s).unsupported]
+            dropped += [(path, f"this project's rules need {needed} for it") for path, needed in
+                        rules.requires_violations(s)]
+            if not dropped:
+                return
+            for path, reason in dropped:
+                value = self.value(path)
+                for fact in self.unset(path):
+                    self.note(fact, f"{path} = {_show(value)} {why} is left out: {reason}")
+
+    def value(self, path: str) -> Any:
+        node: Any = self.strategy
+        for name in path.split("."):
+            node = node.get(name) if isinstance(node, dict) else None
+        return node
 
     def owns(self, fact: str) -> bool:
         return any(fact in facts for facts in self.owner.values())
@@ -84,6 +129,10 @@ class Ledger:
                 result[occ.entry].append(Outcome("no counterpart", (), f"overridden by {leaf.key} = {leaf.value}"))
             status, reason = self.verdict.get(fact, ("mapped", ""))
             got = tuple(sorted(fields.get(fact, ()), key=_field_order))
+            if self.notes.get(fact):
+                if status == "mapped" and not got and not reason:
+                    status = "no counterpart"  # everything it set had to be left out
+                reason = "; ".join(([reason] if reason else []) + self.notes[fact])
             if status == "mapped" and not got and not reason:
                 raise AssertionError(f"fact {fact} of {self.key(fact)} was neither mapped nor explained")
             result[last.entry].append(Outcome(status, got if status == "mapped" else (), reason))
@@ -92,6 +141,10 @@ class Ledger:
 
 _ORDER = ("hybrid_configs.dp_degree", "hybrid_configs.mp_degree", "hybrid_configs.pp_degree",
           "hybrid_configs.sharding_degree", "hybrid_configs.sep_degree", "hybrid_configs.cp_degree")
+
+
+def _show(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else repr(value) if isinstance(value, str) else str(value)
 
 
 def _field_order(path: str) -> int:

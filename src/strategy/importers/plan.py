@@ -43,10 +43,13 @@ class _Planner(World):
             if self.tp > 1:
                 self.set("hybrid_configs.mp_configs.sequence_parallel", True, "sequence_parallel")
             else:
+                megatron = " (Megatron itself turns sequence parallelism off at tp 1)" if self.tool.kind == "megatron" else ""
                 self.mark("sequence_parallel", "no counterpart", "the tensor-parallel degree is 1, so there is nothing to "
-                          "split the sequence over (Megatron itself turns sequence parallelism off at tp 1)")
+                          f"split the sequence over{megatron}")
         if not self.owns("num_machines"):
             self.mark("num_machines", "no counterpart", "the launcher's: where the processes run")
+        if self.tool.finish is not None:
+            self.tool.finish(self)
 
     def checkpoints(self) -> None:
         """Periodic checkpoints: where, how often, how many kept, in the background (unless the tool's are off)."""

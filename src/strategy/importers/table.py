@@ -58,7 +58,7 @@ def _becomes(rule: Rule) -> str:
     if rule.means is None:
         return f"no counterpart: {rule.reason}"
     facts = rule.means if isinstance(rule.means, tuple) else (rule.means,)
-    text = "; ".join(FACTS[f] for f in facts)
+    text = "; ".join(FACTS.get(f, f) for f in facts)  # a fact named by its field path sets that field
     describe = rule.read.describe if rule.read is not None else ""
     note = f" ({rule.reason})" if rule.reason else ""
     return f"{text}{f': {describe}' if describe else ''}{note}"

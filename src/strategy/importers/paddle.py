@@ -1,0 +1,333 @@
+"""What PaddleNLP's and PaddleFormers' trainers share: their argument files, the rules both spell alike, and the step
+that applies their silent rules (`Trainer.finish`) after the shared planner has sized the degrees.
+
+`TrainingArguments.__post_init__` fills the fleet `DistributedStrategy` (this schema) from the arguments and leaves
+the rest to the Trainer (sharding stage, amp, recompute, gradient merge, checkpoints); both are written here, the
+second into this project's own fields. The facts, rule by rule with the source lines, are
+`shared/fixtures/paddlenlp/MAPPING.md`; `paddlenlp` and `paddleformers` hold each version's rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .common import CLIP, Leaf, Nothing, Reader, Rule, flatten, integer, number, text, truth
+
+__all__ = ["MP_WORDS", "PP_WORDS", "SHARDING_WORDS", "Trainer", "common_rules", "leaves", "sharding_stage", "words"]
+
+ORDERS = {"pp_first": ["dp", "pp", "sharding", "sep", "mp"], "sharding_first": ["dp", "sharding", "pp", "sep", "mp"]}
+WORD_KEYS = ("pipeline_parallel_config", "tensor_parallel_config", "sharding_parallel_config", "data_parallel_config",
+             "sequence_parallel_config")
+
+# The axis whose degree must be > 1 for the trainer to write a block (it skips the block otherwise).
+_AXES = (("hybrid_configs.pp_configs.", "pp"), ("pipeline_configs.", "pp"), ("hybrid_configs.mp_configs.", "mp"),
+         ("tensor_parallel_configs.", "mp"), ("hybrid_configs.sharding_configs.", "sharding"))
+_BLOCK = {"pp": "the pipeline degree is 1: {name} writes pipeline settings only under a pipeline",
+          "mp": "the tensor-parallel degree is 1: {name} writes mp_configs only at tensor_parallel_degree > 1",
+          "sharding": "the sharding degree is 1: {name} writes sharding_configs only when it shards"}
+_MP = "hybrid_configs.mp_configs."
+_PP = "hybrid_configs.pp_configs."
+_SD = "hybrid_configs.sharding_configs."
+
+
+def words(value: str) -> list[str]:
+    """A `*_parallel_config` string's words: split on "," when it has one, else on blanks (trainer_utils.py:1204)."""
+    return [w.strip() for w in (value.split(",") if "," in value else value.split()) if w.strip()]
+
+
+def leaves(text_: str, source: str) -> list[Leaf]:
+    """The arguments of a JSON or YAML file, each `*_parallel_config` string followed by one leaf per word."""
+    if source.lower().endswith((".yaml", ".yml")):
+        from ..formats.yaml.located import parse
+    else:
+        from ..formats.json.located import parse  # type: ignore[assignment]
+    out: list[Leaf] = []
+    for leaf in flatten(parse(text_, source)):
+        out.append(leaf)
+        if leaf.key in WORD_KEYS and isinstance(leaf.value, str):
+            out += [Leaf(f"{leaf.key}.{word}", True, leaf.where) for word in words(leaf.value)]
+    return out
+
+
+def _sharding(value: Any) -> Any:
+    if value is True:
+        return 1
+    if value in (False, None, "", []):
+        return Nothing("empty: no sharding")
+    items = value if isinstance(value, list) else str(value).split()
+    stages = [w for w in items if w in ("stage1", "stage2", "stage3")]
+    unknown = [w for w in items if w not in ("stage1", "stage2", "stage3", "offload")]
+    if unknown:
+        raise ValueError(f"expected stage1, stage2 or stage3 (optionally with offload), not {unknown[0]!r}")
+    if not stages:
+        raise ValueError('"offload" needs a stage beside it (the trainer raises ValueError)')
+    if len(stages) > 1:
+        raise ValueError("one stage only (the trainer raises ValueError)")
+    return int(stages[0][-1])
+
+
+def sharding_stage() -> Reader:
+    return Reader('"stage1" / "stage2" / "stage3" (true: "stage1"): the stage, sharding over the data ranks left '
+                  '(a trailing "offload" is only warned about by the trainer); "": no sharding', _sharding)
+
+
+def _words_config(value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ValueError("expected a string of words")
+    return Nothing("its words follow, one line each" if words(value) else "no words")
+
+
+WORDS_CONFIG = Reader("a string of words, each its own line below", _words_config)
+
+
+def _nothing(why: str) -> Reader:
+    return Reader(f"nothing to set: {why}", lambda value: Nothing(why))
+
+
+def _refuse(why: str) -> Reader:
+    def read(value: Any) -> Any:
+        raise ValueError(why)
+
+    return Reader(f"refused: {why}", read)
+
+
+def _word_rules(config: str, table: Mapping[str, tuple[str | None, Any]], cite: str, *,
+                ignored: str | None = None) -> tuple[Rule, ...]:
+    """One rule a word: `table` word -> (field, value when the word is present) or (None, why) for a word that sets
+    nothing; `ignored` (PaddleFormers 1.2.0) says every word is validated and ignored; an unknown word is refused."""
+    rules = []
+    for word, (path, on) in table.items():
+        key = f"{config}.{word}"
+        if ignored is not None:
+            rules.append(Rule(key=key, reason=ignored, cite=cite))
+        elif path is None:
+            rules.append(Rule(key=key, means="checked", read=_nothing(on), cite=cite))
+        else:
+            rules.append(Rule(key=key, means=path, read=truth(on, not on), cite=cite))
+    known = ", ".join(table)
+    rules.append(Rule(key=f"{config}.*", read=_refuse(f"not a word of {config}; the trainer raises ValueError on "
+                                                     f"it (known: {known})"), means="checked", cite=cite))
+    return (Rule(key=config, means="checked", read=WORDS_CONFIG, cite=cite), *rules)
+
+
+# PaddleNLP's words (MAPPING.md §2-4), each the field it sets and the value when present (None: checks only).
+PP_WORDS: dict[str, tuple[str | None, Any]] = {
+    "disable_p2p_cache_shape": ("pipeline_configs.p2p_cache_shape", False),
+    "disable_partial_send_recv": ("pipeline_configs.enable_partial_send_recv", False),
+    **{f"enable_{name}": (_PP + name, True) for name in (
+        "delay_scale_loss", "dp_comm_overlap", "sharding_comm_overlap", "overlap_p2p_comm", "clear_every_step_cache")},
+    "enable_timer": (_PP + "enable_timer", True),
+    "enable_release_grads": (_PP + "release_gradients", True),
+    "disable_batch_p2p_comm": (_PP + "use_batch_p2p_comm", False),
+    **{name: (_PP + name, True) for name in ("best_unbalanced_scheduler", "use_dualpipev")},
+}
+MP_WORDS: dict[str, tuple[str | None, Any]] = {
+    **{f"enable_{name}": (_MP + name, True) for name in (
+        "mp_async_allreduce", "mp_skip_c_identity", "mp_fused_linear_param_grad_add", "sp_async_reduce_scatter")},
+    "enable_delay_scale_loss": (None, "accepted; the Trainer reads it, nothing in the strategy (each micro-batch's loss "
+                                       "is scaled before its backward here)"),
+    **{name: (_MP + name, True) for name in ("sync_param", "sync_grad", "sync_moment")},
+}
+SHARDING_WORDS: dict[str, tuple[str | None, Any]] = {
+    "enable_stage1_tensor_fusion": (_SD + "tensor_fusion", True),
+    "enable_stage1_overlap": (_SD + "comm_overlap", True),
+    "enable_stage2_overlap": (None, "the Trainer's stage-2 reduce and broadcast overlap; FSDP2 overlaps its "
+                                     "reduce-scatters on its own"),
+    "split_param": (_SD + "split_param", True),
+    "disable_stage1_reduce_avg": (_SD + "use_reduce_avg", False),
+    "enable_stage1_broadcast_overlap": (None, "checked only; FSDP2 prefetches its all-gathers on its own"),
+    "enable_stage1_allgather_overlap": (None, "checked only; FSDP2 prefetches its all-gathers on its own"),
+    "enable_release_grads": (_SD + "release_gradients", True),
+    "enable_fuse_optimizer_states": (_SD + "enable_fuse_optimizer_states", True),
+}
+_AUTO_ONLY = "read by the auto-parallel path only (fleet.auto.Strategy's gradient scaling and dp optimization)"
+AUTO_WORDS: dict[str, tuple[str | None, Any]] = {
+    "enable_allreduce_avg_in_gradinent_scale": (None, _AUTO_ONLY), "gradient_sync_after_accumulate": (None, _AUTO_ONLY)}
+
+
+def word_rules(cite: Mapping[str, str], *, ignored: Callable[[str], str] | None = None) -> tuple[Rule, ...]:
+    """The rules of the four `*_parallel_config` strings (`cite`: config -> the tool's source key)."""
+    out: list[Rule] = []
+    for config, table in (("pipeline_parallel_config", PP_WORDS), ("tensor_parallel_config", MP_WORDS),
+                          ("sharding_parallel_config", SHARDING_WORDS)):
+        out += _word_rules(config, table, cite[config], ignored=ignored(config) if ignored else None)
+    for config in ("data_parallel_config", "sequence_parallel_config"):
+        out += _word_rules(config, AUTO_WORDS, cite["auto"], ignored="read by the auto-parallel path only "
+                           "(fleet.auto.Strategy); in the hybrid path data_parallel_config must be empty (asserted)")
+    return tuple(out)
+
+
+_MODEL = "the model's configuration (kernels, fusions, attention), set by the model's code"
+_DATA = "the data pipeline's (datasets, lengths, packing, loaders)"
+_LOOP = "the training loop's (steps, schedule, optimizer, logging, evaluation)"
+_NOT_HERE = "the trainer's, with no counterpart in the strategy"
+
+
+def common_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
+    """Arguments both trainers spell alike and mean alike (`cite`: the tool's TrainingArguments source key; `trainer`:
+    the Trainer's source key, where amp and sharding stages are applied)."""
+    return (
+        Rule(key="sharding", means="zero_stage", read=sharding_stage(), cite=trainer,
+             reason="the stage is the Trainer's (sharding optimizer / group_sharded_parallel), outside Paddle's proto"),
+        Rule(key="hybrid_parallel_topo_order", means="topo_order", cite=cite, read=_choice_order()),
+        Rule(key="use_expert_parallel", means="expert_switch", read=truth(True, Nothing("off")), cite=cite),
+        Rule(key="enable_auto_parallel", means="auto_parallel", read=truth(True, Nothing("off: the hybrid path")),
+             cite="auto"),
+        Rule(key="bf16", means="dtype", read=truth("bfloat16", Nothing("off")), cite=trainer),
+        Rule(key="fp16", means="dtype", read=truth("float16", Nothing("off")), cite=trainer),
+        Rule(key="fp16_opt_level", means="opt_level", cite=trainer, read=_opt_level()),
+        Rule(key="scale_loss", means="scale_loss", read=number(), cite=trainer),
+        Rule(key="amp_master_grad", means="master_grad", read=truth(True, False), cite=cite),
+        Rule(key="amp_custom_*_list", reason="the op lists of Paddle's autocast: torch.autocast keeps its own",
+             cite=trainer),
+        Rule(key="sequence_parallel", means="sequence_parallel", read=truth(True, Nothing("off")), cite="model",
+             reason="the model config's switch; mp_configs.sequence_parallel here"),
+        Rule(key="gradient_accumulation_steps", means="accum", read=integer(), cite="pipeline"),
+        Rule(key="per_device_train_batch_size", means="micro", read=integer(), cite="pipeline"),
+        Rule(key="per_device_eval_batch_size", means="eval_batch", read=integer(), cite=cite),
+        Rule(key="release_grads", means="release_grads", read=truth(True, Nothing("off")), cite="pipeline"),
+        Rule(key="sharding_comm_buffer_size_MB", means=_SD + "comm_buffer_size_MB", cite="sharding",
+             read=integer(-1, scale=lambda n: n if n > 0 else Nothing(f"{n}: not written (only > 0 is)"))),
+        Rule(key="seed", means="seed", read=integer(0), cite="tensor"),
+        Rule(key="output_dir", means="ckpt_dir", read=text(describe="the directory checkpoints are saved into"),
+             cite=cite),
+        Rule(key="save_steps", means="ckpt_every", read=integer(), cite=cite),
+        Rule(key="save_total_limit", means="ckpt_keep", cite=cite,
+             read=Reader("a whole number; null: all", lambda v: Nothing("null: keep every checkpoint") if v is None
+                         else integer(0).read(v))),
+        Rule(key="save_strategy", means="save_strategy", cite=cite, read=_save_strategy()),
+        Rule(key="max_grad_norm", reason=CLIP, cite=cite),
+        Rule(key="tensorwise_offload_optimizer", reason="offloading to CPU is not implemented", cite=cite),
+        Rule(key="offload_optim", reason="offloading to CPU is not implemented", cite=cite),
+        Rule(key="unified_checkpoint*", reason="Paddle's unified checkpoint format; parallel.save writes DCP sharded "
+                                               "checkpoints", cite=cite),
+        Rule(key="*_checkpoint_format", reason="Paddle's checkpoint formats; parallel.save writes DCP sharded "
+                                               "checkpoints", cite=cite),
+        Rule(key="ignore_*", reason="how a checkpoint is resumed is the Checkpointer's", cite=cite),
+        Rule(key="*_hf", reason="converting checkpoints to or from Hugging Face's format is the script's", cite=cite),
+        *(Rule(key=key, reason=_MODEL, cite="model") for key in (
+            "model_name_or_path", "tokenizer_name_or_path", "use_flash_attention", "use_fused_*", "fuse_attention_*",
+            "use_fast_layer_norm", "enable_linear_fused_grad_add", "flash_mask", "zero_padding", "lora*", "pissa",
+            "using_fake_gate", "using_flex_token", "moe_*", "attn_impl", "_attn_implementation", "use_flash_attn*",
+            "fine_tuning", "stage", "prefix_tuning", "neftune*", "weight_quantize_algo", "quantization_config*",
+            "rope_scaling*", "use_sparse_*", "virtual_pp_degree_", "tensor_parallel_output", "num_hidden_layers",
+            "use_attn_mask_startend_row_indices", "pre_alloc_memory", "use_filtered_label_loss")),
+        *(Rule(key=key, reason=_DATA, cite=cite) for key in (
+            "dataset_name_or_path", "input_dir", "split", "max_seq_length", "max_seq_len", "src_length", "max_length",
+            "train_dataset_*", "eval_dataset_*", "packing", "mix_strategy", "template*", "num_samples_each_epoch",
+            "dataloader_*", "distributed_dataloader", "data_cache", "dataset_type", "eval_iters", "autoregressive",
+            "greedy_zero_padding", "lazy", "chat_template")),
+        *(Rule(key=key, reason=_LOOP, cite=cite) for key in (
+            "learning_rate", "min_learning_rate", "min_lr", "warmup_*", "weight_decay", "adam_*", "max_steps",
+            "num_train_epochs", "logging_*", "eval_*", "evaluation_strategy", "do_train", "do_eval", "do_predict",
+            "do_export", "disable_tqdm", "continue_training", "load_best_model_at_end", "metric_for_best_model",
+            "autotuner_benchmark", "benchmark", "skip_memory_metrics", "skip_profile_timer", "device", "to_static",
+            "pp_recompute_interval", "optim", "lr_scheduler_type", "overwrite_output_dir", "report_to", "run_name",
+            "greater_is_better", "save_safetensors", "save_on_each_node", "resume_from_checkpoint", "profiler_*",
+            "gradient_checkpointing*", "max_evaluate_steps", "eval_accumulation_steps", "predict_with_generate",
+            "remove_unused_columns", "label_names", "num_cycles", "lr_end", "power", "local_rank", "no_cuda",
+            "should_save_model_state", "use_intermediate_api", "use_hybrid_parallel")),
+    )
+
+
+def _choice_order() -> Reader:
+    def read(value: Any) -> Any:
+        if value is None:
+            return Nothing("null: the trainer's default")
+        if not isinstance(value, str) or value not in ORDERS:
+            raise ValueError('expected "pp_first" or "sharding_first" (the trainer asserts it)')
+        return value
+
+    return Reader('"pp_first": order dp, pp, sharding, sep, mp; "sharding_first": dp, sharding, pp, sep, mp '
+                  "(expert parallelism reorders it; no hybrid degree: Paddle's default order)", read)
+
+
+def _opt_level() -> Reader:
+    def read(value: Any) -> Any:
+        level = str(value).strip().upper()
+        if level not in ("O0", "O1", "O2"):
+            raise ValueError('expected "O0", "O1" or "O2"')
+        return level
+
+    return Reader('with bf16 / fp16: "O1" autocast, "O2" pure (weights in that dtype, fp32 masters), "O0" no amp',
+                  read)
+
+
+def _save_strategy() -> Reader:
+    values = {"steps": "steps", "no": "no", "epoch": "epoch"}
+
+    def read(value: Any) -> Any:
+        key = str(value).strip().lower()
+        if key not in values:
+            raise ValueError('expected "steps", "epoch" or "no"')
+        return values[key]
+
+    return Reader('"steps": save_steps counts; "no": no checkpoints; "epoch": no counterpart', read)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trainer:
+    """How one trainer version differs in the rules `finish` applies.
+
+    Attributes:
+        name: the trainer as the report names it ("PaddleNLP").
+        expert_order: how `use_expert_parallel` reorders the axes: "pn" (order[1:-1] + [dp, mp]) or "pf" (with
+            ep > 1, "moe_sharding" before "sharding", "cp" before it and "ep" before "mp").
+        master_grad_needs_amp: amp_master_grad without bf16 / fp16 is refused (PaddleFormers' ConfigConflict);
+            else it is silently dropped (PaddleNLP).
+        pp_always: fields written whenever pp > 1, whatever the file says (PaddleFormers: delay_scale_loss).
+        eval_batch: eval batch must equal train batch under pp (PaddleFormers' ConfigConflict).
+        granularity_switches: recompute_granularity turns recompute on (PaddleFormers, which has no `recompute`);
+            else `recompute` does and the granularity only says how much.
+    """
+
+    name: str
+    expert_order: str
+    master_grad_needs_amp: bool
+    pp_always: Mapping[str, Any] = field(default_factory=dict)
+    eval_batch: bool = False
+    granularity_switches: bool = False
+
+    def finish(self, p: Any) -> None:
+        from .paddle_rules import apply
+
+        apply(self, p)
+
+
+def sources(base: str, lines: str, **others: str) -> dict[str, str]:
+    """A tool's SOURCES: "args" the TrainingArguments file at `base`, each `key first-last` of `lines` that file's
+    lines, `others` files relative to the package (with their lines)."""
+    args = base + "trainer/training_args.py"
+    pairs = lines.split()
+    out = {"args": args, **{key: f"{args}#L{span.replace('-', '-L')}" for key, span in zip(pairs[::2], pairs[1::2])}}
+    return out | {key: base + path for key, path in others.items()}
+
+
+def degree(*, off: str = "off") -> Reader:
+    """A trainer degree: a whole number >= 1, or -1 / 0 for the argument's default (`off` says what that means)."""
+    return integer(1, also=(-1, 0), scale=lambda n: n if n > 0 else Nothing(f"{n}: {off}"),
+                   describe=f"-1: {off}")
+
+
+def at_most_one(why: str) -> Reader:
+    """A degree the trainer asserts is <= 1 (expert tensor parallelism)."""
+    def read(value: Any) -> Any:
+        n = integer(1, also=(-1, 0)).read(value)
+        if n > 1:
+            raise ValueError(why)
+        return Nothing(f"{n}: off")
+
+    return Reader(f"-1 or 1; above 1 refused: {why}", read)
+
+
+def granularity() -> Reader:
+    def read(value: Any) -> Any:
+        if value is None:
+            return Nothing("null: not set")
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("expected a granularity such as \"full\"")
+        return value.strip()
+
+    return Reader('"full": every block; "full_attn", "core_attn", "selective", ...: no counterpart', read)

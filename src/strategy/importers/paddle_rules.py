@@ -1,0 +1,246 @@
+"""Paddle's trainers' own rules, applied after the shared planner has sized the degrees: the blocks each writes only
+when its axis is on, the silent rules (MAPPING.md §7), the order, amp by fp16_opt_level, and what they refuse.
+
+Each step is one rule of `TrainingArguments.__post_init__` (PaddleNLP 3.0.0b4 / PaddleFormers 1.2.0), named in its
+comment; `Trainer` (in `paddle`) holds where the two versions differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .paddle import _AXES, _BLOCK, _MP, _PP, _SD, ORDERS
+
+__all__ = ["apply"]
+
+# Written only when the named sibling is on (else a warning and nothing): PN:1366-1373, PF:2080-2092.
+_ONLY_WITH = {_MP + "mp_skip_c_identity": _MP + "mp_async_allreduce",
+              _MP + "mp_fused_linear_param_grad_add": _MP + "mp_async_allreduce"}
+# Written as "the word and the degree > 1": PN:1320-1321, PF:2040-2041.
+_AND_DEGREE = {_PP + "dp_comm_overlap": "dp", _PP + "sharding_comm_overlap": "sharding"}
+# Ignored (with a warning) under a pipeline: PN:1512-1517, PF:2301-2306.
+_NOT_UNDER_PP = (_SD + "tensor_fusion", _SD + "comm_overlap")
+_SYNC = (_MP + "sync_param", _MP + "sync_grad", _MP + "sync_moment")
+_WHY = "(what Paddle's trainer sets)"
+
+
+def apply(t: Any, p: Any) -> None:
+    ep = int(p.get("ep", 1))
+    degrees = {"pp": p.pp, "mp": p.tp, "sharding": p.sharding or 1, "dp": p.dp or 1}
+    hybrid = max(p.tp, p.pp, p.sep, p.cp, p.sharding or 1, ep) > 1
+    auto = bool(p.get("auto_parallel"))
+    _refusals(t, p, ep)
+    p.mark("eval_batch", "no counterpart", "evaluation's batch: the strategy has no evaluation setting" +
+           (f" ({t.name} rewrites it to micro-batch × accumulation under a pipeline)" if t.expert_order == "pn" and
+            p.pp > 1 else ""))
+    _order(t, p, hybrid, ep)
+    _sharding(t, p)
+    _fields(t, p, degrees, hybrid and not auto)
+    _seed(t, p, auto)
+    _amp(t, p)
+    _recompute(t, p)
+    _checkpoints(t, p)
+    if p.get("auto_parallel"):
+        p.note("auto_parallel", f"{t.name}'s auto-parallel path: fleet.init gets only the degrees and the order; "
+               "the micro-batches and accumulation (pipeline_configs.micro_batch_size, "
+               "pipeline_configs.accumulate_steps), amp, recompute and sharding go to fleet.auto.Strategy, written "
+               "here in this strategy's own fields")
+    if p.has("expert_switch") and not p.owns("expert_switch"):
+        p.mark("expert_switch", "nothing to set", "no expert degree above 1: the order stays as it is")
+    p.fit(_WHY)
+
+
+def _refusals(t: Any, p: Any, ep: int) -> None:
+    """What the trainer raises on (asserts and ValueErrors), located at the argument."""
+    seps = [o for o in p.by_fact.get("sep", []) if int(o.value) > 1]
+    if len({p.leaves[o.entry].key for o in seps}) > 1:  # PN:1152-1154: sep and cp share the sep axis
+        raise p.error("sep", "sep_parallel_degree and context_parallel_degree cannot both be > 1 (the trainer "
+                      "asserts it: both ride on the sep axis)")
+    stage = p.get("zero_stage")
+    if t.expert_order == "pn" and stage in (2, 3) and p.pp > 1 and (p.sharding or 1) > 1:  # PN:1244-1248
+        raise p.error("zero_stage", f"pipeline parallel is not compatible for sharding stage2 or stage3 ({t.name} "
+                      "raises it): use stage1 with pipeline_parallel_degree > 1")
+    if ep > 1 and t.expert_order == "pn" and p.world is not None:  # PN:1170-1173, 1183-1186
+        if (p.sharding or 1) % ep:
+            raise p.error("ep", f"sharding_parallel_degree ({p.sharding or 1}) should be divided by "
+                          f"expert_parallel_degree {ep} ({t.name} asserts it)")
+        if (p.dp or 1) > 1:
+            raise p.error("ep", f"data parallel degree {p.dp} with expert parallelism ({t.name} asserts dp 1)")
+    if ep > 1 and t.expert_order == "pf" and not p.get("expert_switch"):  # PF:2824-2845
+        raise p.error("ep", f"expert parallelism needs use_expert_parallel: true ({t.name} asserts it)")
+    if len({o.value for o in p.by_fact.get("dtype", [])}) > 1:
+        raise p.error("dtype", "bf16 and fp16 cannot both be true (the trainer raises ValueError)")
+    master = p.get("master_grad", False)
+    if master and not p.has("dtype") and t.master_grad_needs_amp:  # PF:1925-1933
+        raise p.error("master_grad", f"amp_master_grad{p.default('master_grad')} needs bf16 or fp16 ({t.name} "
+                      "raises ConfigConflict): set amp_master_grad: false for a float32 run")
+    if p.pp > 1 and t.eval_batch and p.has("eval_batch") and p.has("micro") and \
+            int(p.get("eval_batch")) != int(p.get("micro")):  # PF:2042-2050
+        raise p.error("eval_batch", f"per_device_eval_batch_size must equal per_device_train_batch_size under a "
+                      f"pipeline ({t.name} raises ConfigConflict)")
+    if p.pp > 1 and p.get(_PP + "dp_comm_overlap") and (p.dp or 1) > 1:  # PN:1304-1306
+        raise p.error(_PP + "dp_comm_overlap", "dp comm overlap has an accuracy issue: the trainer raises ValueError")
+    if p.pp > 1 and p.get(_PP + "sharding_comm_overlap") and (p.sharding or 1) > 1 and not master:  # PN:1300-1303
+        raise p.error(_PP + "sharding_comm_overlap", "sharding comm overlap needs amp_master_grad (the trainer "
+                      "raises ValueError)")
+    if (p.sharding or 1) > 1 and p.get(_SD + "split_param") and not (master and p.has("dtype")):  # PN:1560-1566
+        raise p.error(_SD + "split_param", "split_param needs amp_master_grad with bf16 or fp16 (the trainer asserts "
+                      "it)")
+    if (p.sharding or 1) > 1 and p.get(_SD + "use_reduce_avg") is False and stage != 1:  # PN:1477-1485
+        raise p.error(_SD + "use_reduce_avg", "disable_stage1_reduce_avg needs sharding stage1 (the trainer asserts it)")
+
+
+def _order(t: Any, p: Any, hybrid: bool, ep: int) -> None:
+    """hybrid_configs["order"] from hybrid_parallel_topo_order, reordered for experts (PN:1416-1427,
+    PF:2146-2174); Paddle's default order when nothing is hybrid."""
+    if p.get("auto_parallel"):  # PN:1574-1794: the auto path hands fleet.init pp first
+        p.set("hybrid_configs.order", ["pp", "dp", "sharding", "sep", "mp"], "auto_parallel")
+        p.mark("topo_order", "nothing to set", "the auto-parallel path lays the axes out pp first")
+        return
+    if not hybrid:
+        p.mark("topo_order", "nothing to set", f"no degree above 1: {t.name} builds no hybrid strategy (plain data "
+               "parallel), and the order is Paddle's default")
+        return
+    order = list(ORDERS[p.get("topo_order", "pp_first")])
+    by = ["topo_order"]
+    if t.expert_order == "pn" and p.get("expert_switch"):
+        order = order[1:-1] + ["dp", "mp"]
+        by.append("expert_switch")
+    if ep > 1:
+        order.insert(order.index("mp"), "ep")
+        order.insert(order.index("sharding"), "moe_sharding")
+        if t.expert_order == "pf":
+            order.insert(order.index("moe_sharding") + 1, "cp")
+        else:  # PaddleNLP builds its expert groups inside each sharding group after fleet.init (add_moe_comm_group)
+            p.note("ep", f"{t.name} keeps expert parallelism outside its proto (add_moe_comm_group builds the "
+                   "expert groups inside each sharding group after fleet.init); here it is hybrid_configs.ep_degree, "
+                   "with \"ep\" and \"moe_sharding\" listed in hybrid_configs.order, which the expert topology needs")
+        by.append("ep")
+    if p.cp > 1 and "cp" not in order:
+        order.insert(order.index("sep") + 1, "cp")
+        by.append("cp")
+    p.set("hybrid_configs.order", order, *by)
+
+
+def _sharding(t: Any, p: Any) -> None:
+    """A sharding degree that comes out 1 drops sharding (PN:1156-1168, PF:2809-2818); a degree without a stage is
+    forced to -1 (PN:1240-1241)."""
+    if p.has("shard_group") and not p.owns("shard_group"):
+        p.mark("shard_group", "nothing to set", f"`sharding` is empty, so {t.name} sets the sharding degree to -1: "
+               "no sharding")
+    if p.has("zero_stage") and p.get("zero_stage") and (p.sharding or 1) == 1 and p.sharding is not None:
+        p.unset("hybrid_configs.sharding_configs.stage")
+        p.note("zero_stage", f"the sharding degree comes out 1: {t.name} drops sharding (a warning only), so no stage "
+               "is written")
+
+
+def _fields(t: Any, p: Any, degrees: dict[str, int], hybrid: bool) -> None:
+    """The fields the words and switches name, each written while its axis is on, as the trainer does."""
+    for fact in [f for f in p.facts if "." in f]:
+        axis = next((a for prefix, a in _AXES if fact.startswith(prefix)), None)
+        value = p.get(fact)
+        if axis is not None and (not hybrid or degrees[axis] == 1):
+            p.mark(fact, "no counterpart", _BLOCK[axis].format(name=t.name) if degrees[axis] == 1 else
+                   f"{t.name} writes none of these blocks outside its hybrid path")
+            continue
+        if fact in _ONLY_WITH and value and not p.get(_ONLY_WITH[fact]):
+            p.mark(fact, "nothing to set", f"{t.name} sets it only with {_ONLY_WITH[fact].rsplit('.', 1)[1]} on "
+                   "(a warning otherwise)")
+            continue
+        if fact in _AND_DEGREE:
+            value = bool(value) and degrees[_AND_DEGREE[fact]] > 1
+        if fact in _NOT_UNDER_PP and p.pp > 1:
+            p.mark(fact, "nothing to set", f"ignored under a pipeline ({t.name} warns)")
+            continue
+        if fact == "pipeline_configs.enable_partial_send_recv" and p.get("sequence_parallel"):
+            value = False  # PN:1277-1282: sequence parallelism turns partial send/recv off (a warning)
+            p.set(fact, value, fact, "sequence_parallel")
+            p.note(fact, f"false: sequence_parallel turns it off ({t.name} warns)")
+            continue
+        p.set(fact, value, fact)
+        if fact == _SD + "comm_overlap" and value:  # PN:1507-1511: with the accumulation it overlaps over
+            p.set(_SD + "accumulate_steps", int(p.get("accum", 1)), fact)
+        if fact in _SYNC and value:
+            p.note(fact, "any sync word also sets Paddle's sync_param_name = [\"\"] (a Python attribute, outside its "
+                   "proto: every parameter); here the syncs act on every parameter replicated across the mp group")
+        if fact == _PP + "virtual_pp_degree":
+            p.note(fact, f"{t.name} hands it to the model config (PipelineLayer's num_virtual_pipeline_stages), "
+                   "outside the strategy")
+    if p.pp > 1 and hybrid:
+        if p.get("release_grads"):
+            p.set(_PP + "release_gradients", True, "release_grads")
+        for path, value in t.pp_always.items():
+            p.set(path, value, "pp")
+    elif p.has("release_grads"):
+        p.mark("release_grads", "no counterpart", _BLOCK["pp"].format(name=t.name))
+
+
+def _seed(t: Any, p: Any, auto: bool) -> None:
+    """tensor_parallel_configs.tensor_init_seed = seed at tp > 1 (PN:1338, PF:2053)."""
+    if not p.has("seed"):
+        return
+    if p.tp > 1 and not auto:
+        p.set("tensor_parallel_configs.tensor_init_seed", int(p.get("seed")), "seed")
+    else:
+        p.mark("seed", "no counterpart", "the training script's seed; it reaches the strategy only at tensor "
+               "parallel degree > 1 (tensor_init_seed)")
+
+
+def _amp(t: Any, p: Any) -> None:
+    """bf16 / fp16 with fp16_opt_level: O1 autocast, O2 pure low-precision weights with fp32 masters (the Trainer's
+    paddle.amp.decorate), scale_loss the initial loss scale of fp16's GradScaler."""
+    dtype, level = p.get("dtype"), p.get("opt_level", "O1")
+    if dtype is None or level == "O0":
+        why = "O0: no mixed precision" if dtype is not None else "neither bf16 nor fp16 is on: float32, no amp"
+        for fact in ("opt_level", "scale_loss", "master_grad", "dtype"):
+            p.mark(fact, "nothing to set", why)
+        return
+    by = ("dtype", "opt_level")
+    p.set("amp", True, *by)
+    p.set("amp_configs.dtype", dtype, *by)
+    if level == "O2":
+        p.set("amp_configs.use_pure_bf16" if dtype == "bfloat16" else "amp_configs.use_pure_fp16", True, *by)
+    if dtype == "float16" and p.has("scale_loss"):
+        p.set("amp_configs.init_loss_scaling", float(p.get("scale_loss")), "scale_loss")
+    else:
+        p.mark("scale_loss", "nothing to set", "bfloat16 needs no loss scaling (the Trainer scales fp16 only)")
+    p.mark("master_grad", "nothing to set", "the optimizer keeps fp32 masters and steps on fp32 gradients under pure "
+           "low precision here" if level == "O2" else "only O2 has master gradients")
+
+
+def _recompute(t: Any, p: Any) -> None:
+    """recompute with recompute_granularity: "full" is every block, as the strategy's recompute; the rest is
+    selective (core_attn, full_attn) and has no counterpart."""
+    granularity = p.get("granularity")
+    on = granularity is not None if t.granularity_switches else bool(p.get("recompute"))
+    if not on:
+        p.mark("granularity", "nothing to set", "recompute is off")
+        return
+    if granularity in (None, "full"):
+        if t.granularity_switches:
+            p.set("recompute", True, "granularity")
+        else:
+            p.mark("granularity", "nothing to set", '"full": every block, as the strategy\'s recompute does')
+        return
+    p.unset("recompute")
+    why = (f"recompute_granularity {granularity!r} recomputes part of each block; the strategy's recompute is whole "
+           "blocks, and mapping one to the other would change what is saved")
+    p.mark("recompute", "no counterpart", why)
+    p.mark("granularity", "no counterpart", why)
+
+
+def _checkpoints(t: Any, p: Any) -> None:
+    """save_strategy "epoch" or "no": save_steps counts nothing."""
+    how = p.get("save_strategy", "steps")
+    if how == "steps":
+        p.mark("save_strategy", "nothing to set", '"steps": checkpoints every save_steps, as every_steps counts')
+        return
+    for path in ("checkpoint_configs.every_steps", "checkpoint_configs.dir", "checkpoint_configs.keep_last"):
+        p.unset(path)
+    for fact in ("ckpt_every", "ckpt_dir", "ckpt_keep"):
+        p.mark(fact, "nothing to set", f"save_strategy {how!r} leaves no step-counted checkpoints")
+    if how == "no":
+        p.mark("save_strategy", "nothing to set", '"no": no checkpoints, the strategy\'s default')
+    else:
+        p.mark("save_strategy", "no counterpart", "saving at each epoch's end has no counterpart: the strategy's "
+               "checkpoints count steps")
