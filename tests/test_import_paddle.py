@@ -187,3 +187,55 @@ def test_the_paddle_written_strategies_load_and_explain_here(case):
         warnings.simplefilter("ignore")
         text = strategy.explain(truth.strategy, world_size=truth.world)
     assert "process groups" in text
+
+
+def _entry(imported, key):
+    return next(e for e in imported.entries + imported.assumed if e.key == key)
+
+
+def test_sp_async_reduce_scatter_without_sequence_parallel_is_not_carried_and_the_entry_says_why(write):
+    path = write("a.json", '{"tensor_parallel_degree": 2, "tensor_parallel_config": "enable_sp_async_reduce_scatter"}')
+    imported = import_config(path, world_size=2)
+    assert not imported.strategy.hybrid_configs.mp_configs.sp_async_reduce_scatter
+    e = _entry(imported, "tensor_parallel_config.enable_sp_async_reduce_scatter")
+    assert e.status == "no counterpart" and "hybrid_configs.mp_configs.sp_async_reduce_scatter" in e.reason
+    strategy.resolve(imported.strategy, world_size=2)
+
+
+def test_skip_c_identity_without_async_allreduce_sets_nothing_as_paddlenlp_does(write):
+    path = write("a.json", '{"tensor_parallel_degree": 2, "tensor_parallel_config": "enable_mp_skip_c_identity"}')
+    imported = import_config(path, world_size=2)
+    assert not imported.strategy.hybrid_configs.mp_configs.HasField("mp_skip_c_identity")
+    assert _entry(imported, "tensor_parallel_config.enable_mp_skip_c_identity").status == "nothing to set"
+
+
+def test_a_sharding_degree_of_one_drops_the_stage(write):
+    imported = import_config(write("a.json", '{"tensor_parallel_degree": 2, "sharding": "stage2"}'), world_size=2)
+    assert not imported.strategy.hybrid_configs.sharding_configs.HasField("stage")
+    assert "drops sharding" in _entry(imported, "sharding").reason
+
+
+def test_pipeline_with_stage2_is_refused_at_the_argument(write):
+    path = write("a.json", '{\n"pipeline_parallel_degree": 2,\n"sharding": "stage2"\n}')
+    with pytest.raises(strategy.StrategyError, match="not compatible for sharding stage2") as e:
+        import_config(path, world_size=8)
+    assert e.value.line == 3
+
+
+def test_an_unknown_word_is_refused_at_its_argument(write):
+    path = write("a.json", '{"pipeline_parallel_degree": 2, "pipeline_parallel_config": "enable_nothing"}')
+    with pytest.raises(strategy.StrategyError, match="enable_nothing.*raises ValueError"):
+        import_config(path, world_size=2)
+
+
+def test_paddleformers_refuses_a_float32_run_with_its_default_amp_master_grad(write):
+    with pytest.raises(strategy.StrategyError, match="amp_master_grad .PaddleFormers's default. needs bf16"):
+        import_config(write("a.yaml", "tensor_model_parallel_size: 2\n"), world_size=2)
+    imported = import_config(write("b.yaml", "tensor_model_parallel_size: 2\namp_master_grad: false\n"), world_size=2)
+    assert imported.kind == "paddleformers" and imported.strategy.hybrid_configs.sharding_degree == 1
+
+
+def test_paddleformers_shards_by_default(write):
+    imported = import_config(write("a.yaml", "bf16: true\noutput_dir: out\n"), world_size=4)
+    assert imported.strategy.hybrid_configs.sharding_degree == 4
+    assert list(imported.strategy.hybrid_configs.order) == ["dp", "sharding", "pp", "sep", "mp"]

@@ -71,11 +71,15 @@ class Ledger:
         """Leave out what the strict policy would refuse (a field this project does not implement set to another
         value than its default, a flag whose `requires` is off), each named in the entries that set it, with `why`
         (the tool's own words for where it keeps the setting) and the schema's reason."""
+        import warnings
+
         from ..formats.io import from_dict
         from ..schema import rules, support
 
         while True:
-            s = from_dict(self.strategy)
+            with warnings.catch_warnings():  # what "warn" would say is what is left out here, named in the entries
+                warnings.simplefilter("ignore")
+                s = from_dict(self.strategy, policy="warn")
             dropped = [(f.path, f.error.message.split("; ", 1)[-1]) for f in support.review(s).unsupported]
             dropped += [(path, f"this project's rules need {needed} for it") for path, needed in
                         rules.requires_violations(s)]
