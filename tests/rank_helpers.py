@@ -28,6 +28,17 @@ ADAMW_EPS = 1e-5
 PARITY_RTOL, PARITY_ATOL = 1e-5, 1e-6
 
 
+def tiny_llama(layers: int, *, vocab: int, seq: int):
+    """A small Hugging Face Llama (h 32, 4 heads over 2 key/value heads, untied), the same weights on every rank."""
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=seq,
+                                      tie_word_embeddings=False)
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config)
+
+
 def make_strategy(mp: int, dp: int = 1, flags: tuple[bool, bool, bool] = (False, False, False), **mp_config) -> strategy.DistributedStrategy:
     s = strategy.DistributedStrategy()
     s.hybrid_configs.dp_degree = dp

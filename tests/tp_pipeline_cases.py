@@ -10,19 +10,13 @@ import torch
 import parallel
 import strategy
 from parallel.pipeline import next_token_loss
-from rank_helpers import ADAMW_EPS, data_mean, init, match_one_process
+from rank_helpers import tiny_llama, ADAMW_EPS, data_mean, init, match_one_process
 
 VOCAB, SEQ, LR = 64, 16, 1e-3
 
 
 def llama(layers: int = 4):
-    import transformers
-
-    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=SEQ,
-                                      tie_word_embeddings=False)
-    torch.manual_seed(0)
-    return transformers.LlamaForCausalLM(config)
+    return tiny_llama(layers, vocab=VOCAB, seq=SEQ)
 
 
 def pp_text(pp: int, *, schedule: str = "1F1B", virtual: int = 1, dualpipev: bool = False, acc: int = 4,

@@ -25,6 +25,7 @@ from ..topology.dtensors import is_data_sharded, local
 from ..topology.groups import SEQUENCE_AXES, HybridGroup, current
 from .amp import LossScaler, found_nonfinite
 from .clipping import clip_by_global_norm
+from .dp_overlap import DpBuckets
 
 __all__ = ["HybridParallelOptimizer"]
 
@@ -37,10 +38,14 @@ class HybridParallelOptimizer:
     `max_grad_norm` clips by the global norm inside step() (after unscaling, on merged gradients, as Paddle's
     optimizers carry their grad_clip; the norm is then `last_grad_norm`), so a pipeline's train_batch clips too.
 
+    Without a pipeline, the dp average runs during the update's last backward, bucket by bucket as DDP's (`dp_buckets`;
+    gradient merge's other micro-steps reduce nothing): when `backward()` returns the gradients are averaged.
+
     step() (clip_grad_norm_ does 1-2 early, to clip the final gradient):
       1. sum the gradients of sequence-parallel parameters over the mp group (mark_sequence_parallel), then
-         average every gradient (main_grad where present) over the dp group, one all-reduce per dtype, and sum
-         it over the sep or cp group (each rank's loss there is a share of the same rows);
+         average over the dp group what the backward did not (main_grad, unused parameters; everything under a
+         pipeline), one all-reduce per dtype, and sum over the sep or cp group (each rank's loss there is a share of
+         the same rows);
       2. sync_grad: replicated parameters' gradients agree across the mp group (sync_mode);
       3. hand main_grad to the optimizer; bf16/fp16 parameters step through fp32 master copies;
       4. sync_param / sync_moment: replicated parameters and their same-shaped optimizer state agree.
@@ -82,6 +87,15 @@ class HybridParallelOptimizer:
             broadcast_coalesced([p.detach() for p in self._model_params if not is_expert(p)], hcg.dp_group)
         if hcg.edp_size > 1 and hcg.edp_group is not None:
             broadcast_coalesced([p.detach() for p in self._model_params if is_expert(p)], hcg.edp_group)
+        # The dp average overlapped with the backward, bucket by bucket (DDP's way), for what step() would average over
+        # dp: not FSDP2's shards (it reduces them), not experts (their edp group), not main_grad (the fused layers
+        # accumulate there, past autograd's hooks: step() reduces it). A pipeline's stages reduce in step().
+        self.dp_buckets: DpBuckets | None = None
+        if hcg.dp_size > 1 and hcg.pp_size == 1:
+            bucketed = [p for p in self._model_params if p.requires_grad and not is_data_sharded(p) and not is_expert(p)
+                        and getattr(p, "main_grad", None) is None]
+            if bucketed:
+                self.dp_buckets = DpBuckets(bucketed, hcg.dp_group, reducing=lambda: not self.accumulating)
         # Low-precision parameters are replaced inside the optimizer by fp32 masters it updates instead.
         self._master: dict[nn.Parameter, nn.Parameter] = {}
         self._synced_version: dict[nn.Parameter, int] = {}
@@ -223,8 +237,11 @@ class HybridParallelOptimizer:
         sum_sequence_parallel_grads(grads, self.hcg)
         sum_partial_grads(grads, self.hcg)  # norms per head after a column split: each rank's heads' part
         if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already; experts are not replicas over dp
-            all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p) and not is_expert(p)],
+            done = self.dp_buckets.reduced if self.dp_buckets is not None else set()  # averaged during the backward
+            all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p) and not is_expert(p) and p not in done],
                                  self.hcg.dp_group, average=True)
+            if self.dp_buckets is not None:
+                self.dp_buckets.clear()
         if self.hcg.ep_size > 1:
             self._reduce_experts([g for p, g in grads if is_expert(p) and not is_data_sharded(p)])
         for axis in split:
