@@ -239,3 +239,54 @@ def test_paddleformers_shards_by_default(write):
     imported = import_config(write("a.yaml", "bf16: true\noutput_dir: out\n"), world_size=4)
     assert imported.strategy.hybrid_configs.sharding_degree == 4
     assert list(imported.strategy.hybrid_configs.order) == ["dp", "sharding", "pp", "sep", "mp"]
+
+
+SCRIPT = """#!/bin/bash
+task_name="llama_pretrain"
+DEVICES=0,1,2,3,4,5,6,7
+python -u -m paddle.distributed.launch \\
+    --gpus "$DEVICES" \\
+    --log_dir "output/${task_name}_log" \\
+    run_pretrain.py ./args.json \\
+    --pipeline_parallel_degree 2 \\
+    --tensor_parallel_config "enable_mp_async_allreduce enable_mp_skip_c_identity"
+
+python -m paddle.distributed.launch --devices 0,1,2,3 run_finetune.py ./args.json --tensor_parallel_degree 4
+"""
+ARGUMENTS = '{"tensor_parallel_degree": 2, "pipeline_parallel_degree": 1, "sharding": "stage1", ' \
+            '"tensor_parallel_config": "enable_mp_async_allreduce", "bf16": true, "fp16_opt_level": "O2"}'
+
+
+def test_a_launch_script_takes_its_world_size_from_the_devices_and_its_flags_override_the_argument_file(write):
+    write("args.json", ARGUMENTS)
+    imported = import_config(write("run.sh", SCRIPT))
+    h = imported.strategy.hybrid_configs
+    assert imported.kind == "paddlenlp" and imported.world_size == 8
+    assert (h.mp_degree, h.pp_degree, h.sharding_degree, h.dp_degree) == (2, 2, 2, 1)
+    assert h.mp_configs.mp_async_allreduce and h.mp_configs.mp_skip_c_identity
+    keys = [e.key for e in imported.entries]
+    assert keys[:4] == ["command", "gpus", "log_dir", "argument_file"]
+    assert keys.count("pipeline_parallel_degree") == 1 and _entry(imported, "pipeline_parallel_degree").value == "2"
+    assert _entry(imported, "pipeline_parallel_degree").where.line == 8  # the flag that overrides the file's 1
+    other = _entry(imported, "other_command.2")
+    assert other.status == "no counterpart" and "--command" in other.reason
+
+
+def test_command_picks_another_training_command_of_the_script(write):
+    write("args.json", ARGUMENTS)
+    script = write("run.sh", SCRIPT)
+    imported = import_config(script, command=2)
+    assert imported.world_size == 4 and imported.strategy.hybrid_configs.mp_degree == 4
+    assert _entry(imported, "command").value == "2 of 2: run_finetune.py"
+    with pytest.raises(strategy.StrategyError, match="--command 3: the script has 2 training command"):
+        import_config(script, command=3)
+
+
+def test_the_cli_imports_a_launch_script_with_command(write, capsys):
+    from strategy.cli import main
+
+    write("args.json", ARGUMENTS)
+    out = write("run.sh", SCRIPT).parent / "s.prototxt"
+    assert main(["import", str(out.parent / "run.sh"), "--command", "2", "-o", str(out)]) == 0
+    assert "mp_degree: 4" in out.read_text()
+    assert "other_command.1" in capsys.readouterr().err

@@ -31,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("input", metavar="FILE", help="the config to import")
     p.add_argument("--from", dest="kind", choices=_KINDS, help="the tool (default: told from the file)")
     p.add_argument("--world-size", type=positive, metavar="N", help="number of ranks (default: the file's own, if any)")
+    p.add_argument("--command", type=positive, metavar="K",
+                   help="a launch script's K-th training command (default: the first; the report lists them)")
     p.add_argument("-o", "--output", metavar="OUT", default=STDIO, help="output file (default: standard output)")
     p.set_defaults(run=_import)
 
@@ -40,7 +42,7 @@ def _import(args: argparse.Namespace) -> int:
 
     if args.output != STDIO:
         format_for(args.output)  # an unknown extension fails before anything is read
-    imported = import_config(args.input, kind=args.kind, world_size=args.world_size)
+    imported = import_config(args.input, kind=args.kind, world_size=args.world_size, command=args.command)
     write(imported.strategy, args.output)
     print("\n".join(report(imported)), file=sys.stderr)
     return 0

@@ -72,7 +72,8 @@ class Imported:
     kind: str
 
 
-def import_config(path: str | os.PathLike[str], *, kind: str | None = None, world_size: int | None = None) -> Imported:
+def import_config(path: str | os.PathLike[str], *, kind: str | None = None, world_size: int | None = None,
+                  command: int | None = None) -> Imported:
     """Read a DeepSpeed, torchtitan, accelerate or Megatron config and map it onto a strategy.
 
     Args:
@@ -83,6 +84,8 @@ def import_config(path: str | os.PathLike[str], *, kind: str | None = None, worl
             replicated `dp_degree` is left to be inferred (-1), and anything else that depends on the world size (the
             data ranks ZeRO or FSDP shards over, torchtitan's -1, the accumulation a global batch sets) is an error
             naming --world-size: the strategy would otherwise train something other than the config.
+        command: which training command of a launch script to import (1, the first, unless told; PaddleNLP's
+            `python -m paddle.distributed.launch` scripts); the report lists the others.
 
     Raises:
         StrategyError: the file is unreadable or malformed (located), its kind cannot be told, a degree is not a
@@ -101,7 +104,11 @@ def import_config(path: str | os.PathLike[str], *, kind: str | None = None, worl
         raise StrategyError(f"world_size must be a whole number >= 1, got {world_size!r}", source=source)
     text = decode(read_bytes(source), source)
     tool = _tool(kind if kind is not None else detect(source, text), source)
-    leaves = _unique(tool.leaves(text, source))
+    if command is not None and tool.script is None:
+        raise StrategyError(f"--command picks a training command of a launch script; {tool.name}'s configs have none",
+                            source=source)
+    leaves = _unique(tool.script(text, source, command) if command is not None and tool.script is not None
+                     else tool.leaves(text, source))
     read = _with_includes(tool, leaves, source)
     assumed_from = len(read)
     read += [(Leaf(key, value, Location(source)), tool, key) for key, value in tool.defaults
@@ -147,12 +154,18 @@ def detect(source: str, text: str) -> str:
             return trainer  # a JSON of trainer arguments is never a DeepSpeed config
         if ext == ".json":
             return "deepspeed"
+    elif "paddle.distributed.launch" in text:
+        from .paddle_launch import names
+
+        return trainer_kind({n.lstrip("-").split("=")[0] for n in names(text, source)},
+                            yaml=any(n.endswith((".yaml", ".yml")) for n in names(text, source))) or "paddlenlp"
     elif _MEGATRON_FLAG.search(text):
         return "megatron"
     raise StrategyError("cannot tell which tool this config is for: name it with --from (kind=) as one of "
                         f"{', '.join(KINDS)} (a .toml is torchtitan, .json DeepSpeed, YAML with distributed_type "
                         "accelerate, a script with --...-parallel-size flags Megatron, a JSON or YAML of trainer "
-                        "arguments PaddleNLP or PaddleFormers by their names)", source=source)
+                        "arguments PaddleNLP or PaddleFormers by their names, a script of python -m "
+                        "paddle.distributed.launch commands PaddleNLP)", source=source)
 
 
 def report(imported: Imported) -> list[str]:

@@ -89,7 +89,8 @@ class Tool:
     `defaults` are (key, value) pairs the tool assumes for keys a file leaves out (torchtitan's FSDP over the ranks
     left, in bfloat16); `scaler` is its fp16 loss scaler's settings as amp_configs fields; `auto` whether "auto" means
     "filled in at launch" (DeepSpeed through the Trainer, accelerate); `finish` the tool's own rules, run by the
-    planner after the shared ones (Paddle's trainers: their silent rules, the `*_parallel_config` words).
+    planner after the shared ones (Paddle's trainers: their silent rules, the `*_parallel_config` words); `script`
+    how the K-th training command of its launch scripts reads (`import_config(command=K)`).
     """
 
     kind: str
@@ -101,6 +102,7 @@ class Tool:
     scaler: Mapping[str, Any] = field(default_factory=dict)
     auto: bool = False
     finish: Callable[[Any], None] | None = None
+    script: Callable[[str, str, int | None], list[Leaf]] | None = None
 
     def rule(self, key: str) -> Rule | None:
         return next((r for r in self.rules if r.matches(key)), None)

@@ -10,14 +10,14 @@ variable (GPT_ARGS="--num-layers 24 ...") and in quoted array elements ("--split
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ..errors import Location
 from .common import Unexpanded
 from .shell import ASSIGN, Env, Lexer, Part, Unknown, Word
 
-__all__ = ["Flag", "flags"]
+__all__ = ["Flag", "flags", "statements"]
 
 _RESERVED = {"then", "else", "do", "{", "!", "elif", "if", "while", "until", "time"}
 _DECLARE = {"export", "local", "declare", "readonly", "typeset"}
@@ -32,9 +32,20 @@ class Flag(NamedTuple):
 
 def flags(text: str, source: str, *, bare: Callable[[str], bool] = lambda name: False) -> list[Flag]:
     """Every `--flag [value]` of a script in order; `bare(name)` says a flag never takes a value."""
-    env = Env()
     out: list[Flag] = []
+    for env, words, assigned in statements(text, source, bare=bare):
+        out += assigned
+        out += _scan(env, words, source, bare)
+    return out
+
+
+def statements(text: str, source: str, *, bare: Callable[[str], bool] = lambda name: False
+               ) -> Iterator[tuple[Env, list[Word], list[Flag]]]:
+    """Each statement's command words, after its `NAME=value` assignments are followed into the environment (which
+    is the state at that statement), with the flags those assignments hold (GPT_ARGS="--num-layers 24 ...")."""
+    env = Env()
     for words in Lexer(text, source).statements():
+        assigned: list[Flag] = []
         i = 0
         while i < len(words) and words[i].raw in _RESERVED:
             i += 1
@@ -44,10 +55,9 @@ def flags(text: str, source: str, *, bare: Callable[[str], bool] = lambda name: 
                 i += 1
         while i < len(words) and words[i].parts and (m := ASSIGN.match(words[i].raw)) \
                 and words[i].parts[0].kind == "text" and not words[i].parts[0].quoted:
-            _assign(env, words[i], m, out, source, bare)
+            _assign(env, words[i], m, assigned, source, bare)
             i += 1
-        out += _scan(env, words[i:], source, bare)
-    return out
+        yield env, words[i:], assigned
 
 
 def _assign(env: Env, word: Word, m: re.Match[str], out: list[Flag], source: str,

@@ -13,9 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .common import CLIP, Leaf, Nothing, Reader, Rule, flatten, integer, number, text, truth
+from .common import CLIP, Leaf, NoCounterpart, Nothing, Reader, Rule, flatten, integer, number, text, truth
 
-__all__ = ["MP_WORDS", "PP_WORDS", "SHARDING_WORDS", "Trainer", "common_rules", "leaves", "sharding_stage", "words"]
+__all__ = ["MP_WORDS", "PP_WORDS", "SHARDING_WORDS", "Trainer", "arguments", "common_rules", "leaves", "sharding_stage",
+           "with_words", "words"]
 
 ORDERS = {"pp_first": ["dp", "pp", "sharding", "sep", "mp"], "sharding_first": ["dp", "sharding", "pp", "sep", "mp"]}
 WORD_KEYS = ("pipeline_parallel_config", "tensor_parallel_config", "sharding_parallel_config", "data_parallel_config",
@@ -37,18 +38,32 @@ def words(value: str) -> list[str]:
     return [w.strip() for w in (value.split(",") if "," in value else value.split()) if w.strip()]
 
 
-def leaves(text_: str, source: str) -> list[Leaf]:
-    """The arguments of a JSON or YAML file, each `*_parallel_config` string followed by one leaf per word."""
+def arguments(text_: str, source: str) -> list[Leaf]:
+    """The arguments of a JSON or YAML file."""
     if source.lower().endswith((".yaml", ".yml")):
         from ..formats.yaml.located import parse
     else:
         from ..formats.json.located import parse  # type: ignore[assignment]
+    return list(flatten(parse(text_, source)))
+
+
+def with_words(arguments_: list[Leaf]) -> list[Leaf]:
+    """The arguments, each `*_parallel_config` string followed by one leaf per word."""
     out: list[Leaf] = []
-    for leaf in flatten(parse(text_, source)):
+    for leaf in arguments_:
         out.append(leaf)
         if leaf.key in WORD_KEYS and isinstance(leaf.value, str):
             out += [Leaf(f"{leaf.key}.{word}", True, leaf.where) for word in words(leaf.value)]
     return out
+
+
+def leaves(text_: str, source: str) -> list[Leaf]:
+    """A file of arguments (JSON or YAML), or the chosen command of a launch script (see `paddle_launch`)."""
+    if source.lower().endswith((".json", ".yaml", ".yml")):
+        return with_words(arguments(text_, source))
+    from .paddle_launch import leaves as launched
+
+    return launched(text_, source)
 
 
 def _sharding(value: Any) -> Any:
@@ -199,6 +214,7 @@ def common_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
                          else integer(0).read(v))),
         Rule(key="save_strategy", means="save_strategy", cite=cite, read=_save_strategy()),
         Rule(key="max_grad_norm", reason=CLIP, cite=cite),
+        *launch_rules(),
         Rule(key="tensorwise_offload_optimizer", reason="offloading to CPU is not implemented", cite=cite),
         Rule(key="offload_optim", reason="offloading to CPU is not implemented", cite=cite),
         Rule(key="unified_checkpoint*", reason="Paddle's unified checkpoint format; parallel.save writes DCP sharded "
@@ -229,6 +245,46 @@ def common_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
             "gradient_checkpointing*", "max_evaluate_steps", "eval_accumulation_steps", "predict_with_generate",
             "remove_unused_columns", "label_names", "num_cycles", "lr_end", "power", "local_rank", "no_cuda",
             "should_save_model_state", "use_intermediate_api", "use_hybrid_parallel")),
+    )
+
+
+_LAUNCHER = "paddle.distributed.launch's: where the processes start and meet"
+
+
+def _devices(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    ids = [i for i in str(value).split(",") if i.strip()]
+    if not ids or not all(i.strip().isdigit() for i in ids):
+        raise ValueError("expected device ids such as 0,1,2,3")
+    return len(ids)
+
+
+def _nodes(value: Any) -> Any:
+    if isinstance(value, str) and ":" in value:
+        return NoCounterpart(f"{value}: an elastic range, known at launch; --world-size gives the world size here")
+    return integer().read(value)
+
+
+def launch_rules() -> tuple[Rule, ...]:
+    """A launch script's own lines: the command imported, the others, the argument file, the launcher's options."""
+    return (
+        Rule(key="command", means="checked", cite="launch", read=Reader(
+            "the training command imported", lambda v: Nothing("the training command imported (--command K picks "
+                                                                 "another of a script's)"))),
+        Rule(key="other_command.*", reason="another training command of the script, not imported: --command K "
+                                           "imports it", cite="launch"),
+        Rule(key="argument_file", means="checked", cite="launch", read=Reader(
+            "the arguments file", lambda v: Nothing("its arguments follow; a flag after it overrides its key"))),
+        Rule(key="devices", means="node_procs", read=Reader("device ids: their count is the ranks per machine", _devices),
+             cite="launch"),
+        Rule(key="gpus", means="node_procs", read=Reader("device ids: their count is the ranks per machine", _devices),
+             cite="launch"),
+        Rule(key="nnodes", means="num_machines", read=Reader("the machines (× the devices, the world size)", _nodes),
+             cite="launch"),
+        *(Rule(key=key, reason=_LAUNCHER, cite="launch") for key in (
+            "master", "rank", "ips", "log_dir", "job_id", "run_mode", "log_level", "nproc_per_node", "host",
+            "legacy", "elastic_level", "elastic_timeout", "max_restart")),
     )
 
 
@@ -302,6 +358,7 @@ def sources(base: str, lines: str, **others: str) -> dict[str, str]:
     args = base + "trainer/training_args.py"
     pairs = lines.split()
     out = {"args": args, **{key: f"{args}#L{span.replace('-', '-L')}" for key, span in zip(pairs[::2], pairs[1::2])}}
+    out["launch"] = "https://www.paddlepaddle.org.cn/documentation/docs/en/api/paddle/distributed/launch_en.html"
     return out | {key: base + path for key, path in others.items()}
 
 

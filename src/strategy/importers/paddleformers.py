@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .common import SELECTIVE, Nothing, Rule, Tool, choice, integer, truth
+from .paddle_launch import leaves as launched
 from .paddle import _MP, _PP, _SD, Trainer, at_most_one, common_rules, degree, granularity, leaves, sources, word_rules
 
 __all__ = ["TOOL"]
@@ -129,6 +130,7 @@ DEFAULTS = (
     ("per_device_train_batch_size", 8),
     ("gradient_accumulation_steps", 1),
     ("save_steps", 500),
+    ("nnodes", 1),
     ("amp_master_grad", True),
     ("split_param", True),
     ("sharding_offload_opt_buffersize_GB", -1),
@@ -140,6 +142,6 @@ DEFAULTS = (
         "use_dualpipev", "offload_queue", "forward_backward_overlap_scheduler", "variable_seq_lengths")),
 )
 
-TOOL = Tool(kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=leaves, defaults=DEFAULTS,
+TOOL = Tool(script=launched, kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=leaves, defaults=DEFAULTS,
             finish=Trainer(name="PaddleFormers", expert_order="pf", master_grad_needs_amp=True, eval_batch=True,
                            granularity_switches=True, pp_always={_PP + "delay_scale_loss": True}).finish)

@@ -12,6 +12,7 @@ which go to the model config). Read and checked against the library itself: shar
 from __future__ import annotations
 
 from .common import SELECTIVE, Nothing, Reader, Rule, Tool, integer, truth
+from .paddle_launch import leaves as launched
 from .paddle import PP_WORDS, Trainer, at_most_one, common_rules, degree, granularity, leaves, sources, word_rules
 
 __all__ = ["TOOL"]
@@ -59,9 +60,10 @@ DEFAULTS = (
     ("per_device_train_batch_size", 8),
     ("gradient_accumulation_steps", 1),
     ("save_steps", 500),
+    ("nnodes", 1),
     *((f"pipeline_parallel_config.{word}", False) for word in PP_WORDS),
     ("sharding_parallel_config.enable_stage1_tensor_fusion", False),
 )
 
-TOOL = Tool(kind="paddlenlp", name="PaddleNLP", sources=SOURCES, rules=RULES, leaves=leaves, defaults=DEFAULTS,
+TOOL = Tool(script=launched, kind="paddlenlp", name="PaddleNLP", sources=SOURCES, rules=RULES, leaves=leaves, defaults=DEFAULTS,
             finish=Trainer(name="PaddleNLP", expert_order="pn", master_grad_needs_amp=False).finish)
