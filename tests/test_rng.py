@@ -80,3 +80,8 @@ def test_explain_calls_the_seed_in_effect_at_mp_2_and_of_no_effect_at_1():
     at1 = strategy.resolve(strategy.loads("tensor_parallel_configs { tensor_init_seed: 42 }"), world_size=2)
     assert at1.tensor_init_seed == -1
     assert "tensor_parallel_configs.tensor_init_seed is set but has no effect: hybrid_configs.mp_degree is 1." in at1.notes
+
+
+def test_a_hugging_face_models_split_heads_drop_attention_from_the_model_parallel_stream(pools):
+    for r in pools(2).run(cases.hf_attention_dropout, MP2):
+        assert r["default_untouched"] and r["forked_advanced"]

@@ -99,3 +99,30 @@ def recompute_gradients(text: str, recompute: bool) -> dict:
         forked = torch.rand(3)
     return {"grads": {n: p.grad.clone() for n, p in block.named_parameters()}, "x": x.grad.clone(),
             "next": torch.rand(3), "forked": forked}
+
+
+def hf_attention_dropout(text: str) -> dict:
+    """A Hugging Face Llama with attention dropout, split over mp by parallelize: its attention draws from the
+    model-parallel stream only (the default one is where it was after a forward), and 2 SGD steps keep the replicas
+    equal without sync_param."""
+    import transformers
+
+    torch.manual_seed(1000 + torch.distributed.get_rank())
+    hcg = init(strategy.loads(text))
+    config = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN,
+                                      num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                      max_position_embeddings=SEQ, attention_dropout=0.5, tie_word_embeddings=False)
+    model = parallel.parallelize(transformers.LlamaForCausalLM(config))
+    model.train()
+    ids = torch.randint(0, VOCAB, (ROWS, SEQ), generator=torch.Generator().manual_seed(0))
+    default, forked = torch.get_rng_state(), hcg.mp_rng.state_dict()["cpu"] if hcg.mp_rng else None
+    model(input_ids=ids, labels=ids).loss.backward()
+    untouched = torch.equal(torch.get_rng_state(), default)
+    advanced = forked is not None and not torch.equal(hcg.mp_rng.state_dict()["cpu"], forked)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.step()
+        opt.zero_grad()
+        model(input_ids=ids, labels=ids).loss.backward()
+    parallel.check_replicas(model, grads=False)  # raises on a mismatch
+    return {"default_untouched": untouched, "forked_advanced": advanced}

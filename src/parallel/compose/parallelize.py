@@ -34,6 +34,7 @@ from ..topology.groups import HybridGroup, current
 from ..training.recompute import apply_recompute, recompute_targets
 from .hf_sequence import install as install_sequence_parallel
 from .hf_sequence import plan_sequence_parallel, without_sequence_parallel
+from .attention_rng import fork_split_attention
 from .plan import COLUMN, ROW, Match, match_plan, plan_for, tied_owners
 from .transformers_versions import check_transformers
 
@@ -124,6 +125,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         setattr(modules[parent_name], child, replacement)
     if hf_sequence is not None:
         install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
+    fork_split_attention(model, matches, hcg)  # split heads' attention dropout: each mp rank's own stream
     if hcg.sep_size > 1 and is_hugging_face(model):  # after tensor parallelism: mp and sep split the heads together
         install_sep_attention(model, hcg)
     if hcg.cp_size > 1 and is_hugging_face(model):  # after tensor parallelism: cp attends over mp's heads
