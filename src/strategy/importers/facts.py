@@ -73,7 +73,8 @@ FACTS: dict[str, str] = {
     "seed": "tensor_parallel_configs.tensor_init_seed at tensor-parallel degree > 1; otherwise the script's",
     "granularity": "how much recompute recomputes: \"full\" every block (recompute), the rest no counterpart",
     "save_strategy": "\"steps\": save_steps counts; \"no\" / \"epoch\": no step-counted checkpoints",
-    "checked": "nothing: checked, or its entries follow",
+    "checked": "nothing in the strategy",
+    "refused": "an error at the key",
     "offload": "offloading parameters or optimizer state to CPU or NVMe (not implemented; off is how the strategy runs)",
 }
 

@@ -105,7 +105,7 @@ def _refuse(why: str) -> Reader:
     def read(value: Any) -> Any:
         raise ValueError(why)
 
-    return Reader(f"refused: {why}", read)
+    return Reader(why, read)
 
 
 def _word_rules(config: str, table: Mapping[str, tuple[str | None, Any]], cite: str, *,
@@ -123,7 +123,7 @@ def _word_rules(config: str, table: Mapping[str, tuple[str | None, Any]], cite: 
             rules.append(Rule(key=key, means=path, read=truth(on, not on), cite=cite))
     known = ", ".join(table)
     rules.append(Rule(key=f"{config}.*", read=_refuse(f"not a word of {config}; the trainer raises ValueError on "
-                                                     f"it (known: {known})"), means="checked", cite=cite))
+                                                     f"it (known: {known})"), means="refused", cite=cite))
     return (Rule(key=config, means="checked", read=WORDS_CONFIG, cite=cite), *rules)
 
 

@@ -10,7 +10,9 @@ from .facts import FACTS
 __all__ = ["markdown"]
 
 _FILES = {"deepspeed": "DeepSpeed JSON (ds_config.json)", "torchtitan": "torchtitan TOML (train_configs/*.toml)",
-          "accelerate": "accelerate YAML (accelerate config)", "megatron": "Megatron-LM launcher scripts (--flag value)"}
+          "accelerate": "accelerate YAML (accelerate config)", "megatron": "Megatron-LM launcher scripts (--flag value)",
+          "paddlenlp": "PaddleNLP trainer arguments (llm/config/*/…_argument.json, launch scripts)",
+          "paddleformers": "PaddleFormers 1.x trainer arguments (paddleformers-cli YAML)"}
 
 
 def markdown() -> str:
