@@ -290,3 +290,16 @@ def test_the_cli_imports_a_launch_script_with_command(write, capsys):
     assert main(["import", str(out.parent / "run.sh"), "--command", "2", "-o", str(out)]) == 0
     assert "mp_degree: 4" in out.read_text()
     assert "other_command.1" in capsys.readouterr().err
+
+
+def test_validate_warns_about_the_flag_paddle_keeps_inert_and_the_import_does_not_carry_it(capsys):
+    """Paddle's baichuan2 run sets sp_async_reduce_scatter with sequence parallelism in its model config, so its proto
+    has the flag alone: `validate --policy warn` says so; the import of its arguments carries sequence_parallel too."""
+    from strategy.cli import main
+
+    name = "pn__tests__test_tipc__dygraph__hybrid_parallelism__baichun2__auto_config_baichun2_7b__pretrain-baichun2_7b-config"
+    assert main(["validate", "--policy", "warn", str(PADDLE / "truth" / f"{name}.prototxt")]) == 0
+    assert re.search(r"sp_async_reduce_scatter requires .*sequence_parallel", capsys.readouterr().err)
+    imported = import_config(PADDLE / "args" / f"{name}.json", world_size=32)
+    mp = imported.strategy.hybrid_configs.mp_configs
+    assert mp.sp_async_reduce_scatter and mp.sequence_parallel
