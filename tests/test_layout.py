@@ -27,7 +27,7 @@ PACKAGES = {
     # formats above resolution: a loaded file is resolved, resolution never reads a file.
     "strategy": Package(Path(strategy.__file__).parent, ("schema", "resolution", "planning", "formats", "importers",
                                                          "cli"),
-                        ("errors", "atomic"), ("__main__",)),
+                        ("errors", "atomic", "notes"), ("__main__",)),
 }
 ROOT = PACKAGES["parallel"].root  # what the helpers below read; each test sets it to the package it checks
 

@@ -1,5 +1,5 @@
 """What PaddleNLP's and PaddleFormers' trainers share: their argument files, the rules both spell alike, and the step
-that applies their silent rules (`Trainer.finish`) after the shared planner has sized the degrees.
+that `paddle_rules.finisher(trainer)` applies as their silent rules after the shared planner has sized the degrees.
 
 `TrainingArguments.__post_init__` fills the fleet `DistributedStrategy` (this schema) from the arguments and leaves
 the rest to the Trainer (sharding stage, amp, recompute, gradient merge, checkpoints); both are written here, the
@@ -15,7 +15,7 @@ from typing import Any
 
 from .common import CLIP, Leaf, NoCounterpart, Nothing, Reader, Rule, flatten, integer, number, text, truth
 
-__all__ = ["MP_WORDS", "PP_WORDS", "SHARDING_WORDS", "Trainer", "arguments", "common_rules", "leaves", "sharding_stage",
+__all__ = ["MP_WORDS", "PP_WORDS", "SHARDING_WORDS", "Trainer", "arguments", "common_rules", "sharding_stage",
            "with_words", "words"]
 
 ORDERS = {"pp_first": ["dp", "pp", "sharding", "sep", "mp"], "sharding_first": ["dp", "sharding", "pp", "sep", "mp"]}
@@ -55,15 +55,6 @@ def with_words(arguments_: list[Leaf]) -> list[Leaf]:
         if leaf.key in WORD_KEYS and isinstance(leaf.value, str):
             out += [Leaf(f"{leaf.key}.{word}", True, leaf.where) for word in words(leaf.value)]
     return out
-
-
-def leaves(text_: str, source: str) -> list[Leaf]:
-    """A file of arguments (JSON or YAML), or the chosen command of a launch script (see `paddle_launch`)."""
-    if source.lower().endswith((".json", ".yaml", ".yml")):
-        return with_words(arguments(text_, source))
-    from .paddle_launch import leaves as launched
-
-    return launched(text_, source)
 
 
 def _sharding(value: Any) -> Any:
@@ -325,7 +316,7 @@ def _save_strategy() -> Reader:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Trainer:
-    """How one trainer version differs in the rules `finish` applies.
+    """How one trainer version differs in the rules `paddle_rules` applies.
 
     Attributes:
         name: the trainer as the report names it ("PaddleNLP").
@@ -345,11 +336,6 @@ class Trainer:
     pp_always: Mapping[str, Any] = field(default_factory=dict)
     eval_batch: bool = False
     granularity_switches: bool = False
-
-    def finish(self, p: Any) -> None:
-        from .paddle_rules import apply
-
-        apply(self, p)
 
 
 def sources(base: str, lines: str, **others: str) -> dict[str, str]:

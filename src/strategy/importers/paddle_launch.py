@@ -22,7 +22,7 @@ from .launcher import statements
 from .paddle import arguments, with_words
 from .shell import Env, Unknown, Word
 
-__all__ = ["LAUNCH", "leaves", "names"]
+__all__ = ["LAUNCH", "file_leaves", "leaves", "names"]
 
 LAUNCH = "paddle.distributed.launch"
 _FILE = re.compile(r"\.(json|ya?ml)$")
@@ -139,3 +139,10 @@ def _find(path: str, source: str) -> str | None:
         if os.path.isfile(candidate):
             return candidate
     return None
+
+
+def file_leaves(text_: str, source: str) -> list[Leaf]:
+    """A file of arguments (JSON or YAML), or the chosen command of a launch script."""
+    if source.lower().endswith((".json", ".yaml", ".yml")):
+        return with_words(arguments(text_, source))
+    return leaves(text_, source)

@@ -7,11 +7,12 @@ comment; `Trainer` (in `paddle`) holds where the two versions differ.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .paddle import _AXES, _BLOCK, _MP, _PP, _SD, ORDERS
 
-__all__ = ["apply"]
+__all__ = ["apply", "finisher"]
 
 # Written only when the named sibling is on (else a warning and nothing): PN:1366-1373, PF:2080-2092.
 _ONLY_WITH = {_MP + "mp_skip_c_identity": _MP + "mp_async_allreduce",
@@ -244,3 +245,8 @@ def _checkpoints(t: Any, p: Any) -> None:
     else:
         p.mark("save_strategy", "no counterpart", "saving at each epoch's end has no counterpart: the strategy's "
                "checkpoints count steps")
+
+
+def finisher(trainer: Any) -> Callable[[Any], None]:
+    """The Tool's `finish` hook for `trainer` (a `paddle.Trainer`): its silent rules, after the shared planner."""
+    return lambda p: apply(trainer, p)

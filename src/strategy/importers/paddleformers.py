@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from .common import SELECTIVE, Nothing, Rule, Tool, choice, integer, truth
-from .paddle_launch import leaves as launched
-from .paddle import _MP, _PP, _SD, Trainer, at_most_one, common_rules, degree, granularity, leaves, sources, word_rules
+from .paddle_launch import file_leaves, leaves as launched
+from .paddle_rules import finisher
+from .paddle import _MP, _PP, _SD, Trainer, at_most_one, common_rules, degree, granularity, sources, word_rules
 
 __all__ = ["TOOL"]
 
@@ -142,6 +143,6 @@ DEFAULTS = (
         "use_dualpipev", "offload_queue", "forward_backward_overlap_scheduler", "variable_seq_lengths")),
 )
 
-TOOL = Tool(script=launched, kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=leaves, defaults=DEFAULTS,
-            finish=Trainer(name="PaddleFormers", expert_order="pf", master_grad_needs_amp=True, eval_batch=True,
-                           granularity_switches=True, pp_always={_PP + "delay_scale_loss": True}).finish)
+TOOL = Tool(script=launched, kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
+            finish=finisher(Trainer(name="PaddleFormers", expert_order="pf", master_grad_needs_amp=True, eval_batch=True,
+                           granularity_switches=True, pp_always={_PP + "delay_scale_loss": True})))

@@ -12,8 +12,9 @@ which go to the model config). Read and checked against the library itself: shar
 from __future__ import annotations
 
 from .common import SELECTIVE, Nothing, Reader, Rule, Tool, integer, truth
-from .paddle_launch import leaves as launched
-from .paddle import PP_WORDS, Trainer, at_most_one, common_rules, degree, granularity, leaves, sources, word_rules
+from .paddle_launch import file_leaves, leaves as launched
+from .paddle_rules import finisher
+from .paddle import PP_WORDS, Trainer, at_most_one, common_rules, degree, granularity, sources, word_rules
 
 __all__ = ["TOOL"]
 
@@ -65,5 +66,5 @@ DEFAULTS = (
     ("sharding_parallel_config.enable_stage1_tensor_fusion", False),
 )
 
-TOOL = Tool(script=launched, kind="paddlenlp", name="PaddleNLP", sources=SOURCES, rules=RULES, leaves=leaves, defaults=DEFAULTS,
-            finish=Trainer(name="PaddleNLP", expert_order="pn", master_grad_needs_amp=False).finish)
+TOOL = Tool(script=launched, kind="paddlenlp", name="PaddleNLP", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
+            finish=finisher(Trainer(name="PaddleNLP", expert_order="pn", master_grad_needs_amp=False)))

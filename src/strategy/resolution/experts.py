@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from .._generated.hybrid_parallel_pb2 import HybridConfig
+from ..notes import Kind, Note
 from ..errors import Location, StrategyError
 from . import layout
 from .topology import Topology
@@ -56,7 +57,7 @@ def requested(s: DistributedStrategy, world_size: int | None) -> ExpertLayout | 
 
 
 def expert_layout(hybrid: HybridConfig, degrees: Mapping[str, int], positions: Mapping[str, Location],
-                  source: str | None, notes: list[str], *, world_known: bool = True) -> ExpertLayout | None:
+                  source: str | None, notes: list[Note], *, world_known: bool = True) -> ExpertLayout | None:
     """The expert layout of `hybrid` at its dense `degrees` (by field, dp inferred), or None when ep_degree and
     moe_sharding_degree are 1, or when the world size is not known (`world_known` false) and the degrees alone do
     not make one the expert axes divide (the checks of the order and the pairs still run).
@@ -89,8 +90,9 @@ def expert_layout(hybrid: HybridConfig, degrees: Mapping[str, int], positions: M
     suggestion = ", ".join(f'"{n}"' for n in MOE_ORDER)
     if not listed:
         listed = MOE_ORDER
-        notes.append(f"{order_path} is not set and ep_degree is {ep}: using the order Paddle's MoE runs set "
-                     f"({', '.join(MOE_ORDER)}); Paddle's own default lists no ep and would ignore ep_degree.")
+        notes.append(Note(order_path, Kind.INFO, "Paddle's MoE order", text=(
+            f"{order_path} is not set and ep_degree is {ep}: using the order Paddle's MoE runs set "
+            f"({', '.join(MOE_ORDER)}); Paddle's own default lists no ep and would ignore ep_degree.")))
     elif "ep" not in listed:
         raise fail(p.order, f"{order_path} does not list \"ep\" while ep_degree is {ep}: Paddle then builds its plain "
                    "topology and runs with ep_degree silently ignored; list \"ep\" and \"moe_sharding\", e.g. "

@@ -3,8 +3,7 @@ of it (the process groups, the pipeline, the model-state memory), as text for pe
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from google.protobuf.descriptor import FieldDescriptor
@@ -18,6 +17,7 @@ from .. import schema
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from .._generated.strategy_options_pb2 import IMPLEMENTED
 from ..errors import StrategyError
+from ..notes import NO_EFFECT_KINDS, Effect, Kind, Note
 from .resolver import resolve_with_reasons
 from .resolved import Resolved
 from .topology import Topology
@@ -42,6 +42,7 @@ class Row(NamedTuple):
     source: str
     effect: str
     changed: bool
+    kind: Kind | None = None  # what `effect` says, as data (None: the value is used, or on / off)
 
 
 class Explanation:
@@ -50,7 +51,7 @@ class Explanation:
     __slots__ = ("groups", "memory", "notes", "pipeline", "problems", "resolved", "rows", "rules_broken", "topology",
                  "world_size")
 
-    def __init__(self, *, rows: list[Row], rules_broken: list[tuple[str, str]], notes: list[str],
+    def __init__(self, *, rows: list[Row], rules_broken: list[tuple[str, str]], notes: list[Note],
                  topology: Topology | str, pending: list[str], resolved: Resolved, problems: list[StrategyError],
                  params: float | None, expert_params: float | None = None) -> None:
         self.rows, self.rules_broken, self.notes = rows, rules_broken, notes
@@ -68,7 +69,7 @@ class Explanation:
         for path, needed in self.rules_broken:
             lines += ["", f"rule broken: {path} requires {needed}: true (an error under policy 'strict'; Paddle turns "
                           "it off)"]
-        shown = {r.path: r.effect for r in self.rows if all_fields or r.changed}
+        shown = {r.path: r.kind for r in self.rows if all_fields or r.changed}
         notes = [n for n in self.notes if not _said_by_row(n, shown)]
         if notes:
             lines += ["", "notes:"] + [f"  {n}" for n in notes]
@@ -130,18 +131,19 @@ def explanation(s: DistributedStrategy, *, world_size: int | None = None, params
         if isinstance(expert, ExpertLayout):  # Paddle lays the dense axes out around the expert ones
             asked = Topology.of(asked.degrees, expert.dense_order)
     degrees = {a.field: asked.degrees[a.name] for a in layout.plan().axes} if isinstance(asked, Topology) else {}
-    folded = dict(_folded(resolved.notes))
+    folded = {n.path: n.effect for n in resolved.notes if n.kind in NO_EFFECT_KINDS}
     rows = []
     for path, chain, value, is_set in _fields(s, "", ()):
         field = chain[-1]
-        gated = f"no effect: {reasons[path]}" if path in reasons else None
-        effect = gated or review.effects.get(path) or _effect(s, chain, value, resolved, degrees)
-        if path in folded and (not effect or effect.startswith("no effect")):
-            effect = effect or folded[path]  # a note's reason, on the row it is about
+        said: Effect | str | None = Effect(Kind.NO_EFFECT, reasons[path]) if path in reasons else None
+        said = said or review.effects.get(path) or _effect(s, chain, value, resolved, degrees)
+        if path in folded and (not said or isinstance(said, Effect) and said.kind in NO_EFFECT_KINDS):
+            said = said or folded[path]  # a note's reason, on the row it is about
+        kind = said.kind if isinstance(said, Effect) else None
         decides = schema.option(field, "decides") and not support.inactive(s, chain)
-        changed = bool(is_set or effect.startswith("inferred") or decides)
-        rows.append(Row(path, support.show(field, value), _data(field, value), "set" if is_set else "default", effect,
-                        changed))
+        changed = bool(is_set or kind is Kind.INFERRED or decides)
+        rows.append(Row(path, support.show(field, value), _data(field, value), "set" if is_set else "default",
+                        str(said or ""), changed, kind))
     found = Explanation(rows=rows, rules_broken=list(rules.requires_violations(s)), notes=list(resolved.notes),
                         topology=asked, pending=_pending(asked, review), resolved=resolved, problems=problems,
                         params=params, expert_params=expert_params)
@@ -159,8 +161,7 @@ def _add_expert_groups(found: Explanation, expert: ExpertLayout | str, review: s
         return
     t = expert.topology
     p = layout.plan()
-    pending = {a.name for a in p.expert_axes
-               if review.effects.get(f"{p.hybrid}.{a.field}", "").startswith("not implemented")}
+    pending = {a.name for a in p.expert_axes if _not_implemented(review, f"{p.hybrid}.{a.field}")}
     lines.append(f"  expert groups (order {', '.join(t.order)}; {t.order[-1]} innermost; {experts.REPLICAS}: the ranks "
                  "beyond pp × moe_sharding × ep, replicas of the same experts):")
     facts["experts"] = {"order": list(t.order), "axes": {}}
@@ -171,22 +172,14 @@ def _add_expert_groups(found: Explanation, expert: ExpertLayout | str, review: s
             lines += _group_lines(f"    {axis} groups: ", t.groups(axis), later)
 
 
-# "<path> is set but has no effect: why." and its variants (in PyTorch; set to false; a quoted value after the path)
-_NO_EFFECT = re.compile(r'^(\S+)(?: "[^"]*")? is set(?: to \w+)? but has (no effect[^:]*): (.*)\.$', re.S)
+def _not_implemented(review: support.Review, path: str) -> bool:
+    effect = review.effects.get(path)
+    return effect is not None and effect.kind is Kind.NOT_IMPLEMENTED
 
 
-def _folded(notes: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """(path, "no effect: why") of each note that says a set field has no effect."""
-    for note in notes:
-        m = _NO_EFFECT.match(note)
-        if m:
-            yield m[1], f"{m[2]}: {m[3]}"
-
-
-def _said_by_row(note: str, shown: dict[str, str]) -> bool:
+def _said_by_row(note: Note, shown: dict[str, Kind | None]) -> bool:
     """A note that only says what a shown row's effect already says (that the field has no effect)."""
-    m = _NO_EFFECT.match(note)
-    return m is not None and shown.get(m[1], "").startswith(("no effect", support.ALWAYS_ON_HERE))
+    return note.kind in NO_EFFECT_KINDS and shown.get(note.path) in NO_EFFECT_KINDS
 
 
 def _data(field: FieldDescriptor, value: Any) -> Any:
@@ -288,7 +281,7 @@ def _pending(topology: Topology | str, review: support.Review) -> list[str]:
         return []
     fields = {a.name: f"{layout.plan().hybrid}.{a.field}" for a in layout.plan().axes}
     return [axis for axis, degree in topology.degrees.items()
-            if degree > 1 and review.effects.get(fields[axis], "").startswith("not implemented")]
+            if degree > 1 and _not_implemented(review, fields[axis])]
 
 
 def _groups(topology: Topology | str, pending: list[str]) -> tuple[dict[str, Any], list[str]]:
@@ -345,16 +338,16 @@ def _fields(msg: Message, prefix: str, chain: tuple[FieldDescriptor, ...]) -> It
 
 
 def _effect(s: DistributedStrategy, chain: tuple[FieldDescriptor, ...], value: object, resolved: Resolved,
-            degrees: dict[str, int]) -> str:
+            degrees: dict[str, int]) -> Effect | str:
     """`degrees`: the file's own, by field name (also those not implemented yet), when they fit the world size."""
     field = chain[-1]
     if schema.option(field, "always_on"):  # on whatever the value, while its message takes effect
-        return "off" if support.inactive(s, chain) else "always on" if value else support.ALWAYS_ON_HERE
+        return "off" if support.inactive(s, chain) else "always on" if value else Effect(Kind.FALSE_HAS_NO_EFFECT, "")
     if schema.option(field, "axis_order"):
         return "outermost first: " + ", ".join(resolved.order)
     if schema.option(field, "axis"):
         actual = degrees.get(field.name, getattr(resolved, field.name))
-        return f"inferred: {actual}" if actual != value else ""
+        return Effect(Kind.INFERRED, str(actual)) if actual != value else ""
     if isinstance(value, bool):
         return "on" if value else "off"
     return ""

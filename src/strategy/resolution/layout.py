@@ -19,6 +19,7 @@ from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from .._generated.hybrid_parallel_pb2 import HybridConfig
 from .._generated.strategy_options_pb2 import IMPLEMENTED
 from .axis_order import complete_order
+from ..notes import Kind, Note
 from ..errors import Location, StrategyError
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def has_experts(hybrid: HybridConfig) -> bool:
     return max(plan().read_experts(hybrid)) > 1
 
 
-def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> dict[str, int]:
+def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[Note]) -> dict[str, int]:
     """Each degree by field name, the inferred one (dp_degree: -1) worked out from the world size."""
     p = plan()
     values = p.read(hybrid)
@@ -100,7 +101,8 @@ def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> d
     if world_size is None:
         for a in inferred:
             out[a.field] = 1
-            notes.append(f"{p.hybrid}.{a.field} is {a.infer} (infer) and no world size was given (WORLD_SIZE is unset): using 1.")
+            notes.append(Note(f"{p.hybrid}.{a.field}", Kind.INFERRED, "1", text=(
+                f"{p.hybrid}.{a.field} is {a.infer} (infer) and no world size was given (WORLD_SIZE is unset): using 1.")))
         return out
     if world_size < 1:
         raise StrategyError(f"world size must be >= 1, got {world_size}")
@@ -114,7 +116,8 @@ def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[str]) -> d
                 field=f"{p.hybrid}.{a.field}",
             )
         out[a.field] = world_size // known
-        notes.append(f"{p.hybrid}.{a.field} inferred as {out[a.field]} from world size {world_size}.")
+        notes.append(Note(f"{p.hybrid}.{a.field}", Kind.INFERRED, str(out[a.field]),
+                          text=f"{p.hybrid}.{a.field} inferred as {out[a.field]} from world size {world_size}."))
     elif known != world_size:
         fixes = [f"make their product {world_size}"]
         fixes += [f"set {a.field}: {a.infer} to infer it" for a in p.axes if a.infer is not None]
@@ -185,7 +188,7 @@ def requested(s: DistributedStrategy, world_size: int | None) -> "Topology":
     return Topology.of({names[k]: v for k, v in by_field.items()}, order(hybrid, by_field, loaded.positions, loaded.source))
 
 
-def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dict[str, dict[str, Any]]:
+def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[Note]) -> dict[str, dict[str, Any]]:
     """The implemented NCCLConfig fields set for each group's communicator, keyed by the field's (group)."""
     p = plan()
     out: dict[str, dict[str, Any]] = {}
@@ -197,7 +200,7 @@ def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[str]) -> dic
     return out
 
 
-def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: list[str],
+def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: list[Note],
               out: dict[str, dict[str, Any]], prefix: str) -> None:
     """One communicator's NCCLConfig, when the file set it and its axis is active."""
     if c.gate is not None and (degrees[c.gate] if c.gate in degrees else getattr(hybrid, c.gate)) <= 1:  # ep: no axis
@@ -208,8 +211,9 @@ def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: li
     chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
     if chosen:
         out[c.group] = chosen
-        notes.append(f"{prefix}.{c.configs}.{c.field} ({', '.join(chosen)}) applies to the {c.group} group's NCCL "
-                     "communicator; it has no effect on gloo.")
+        notes.append(Note(f"{prefix}.{c.configs}.{c.field}", Kind.INFO, "applies to NCCL only", text=(
+            f"{prefix}.{c.configs}.{c.field} ({', '.join(chosen)}) applies to the {c.group} group's NCCL communicator; "
+            "it has no effect on gloo.")))
 
 
 _ENV_KEYS: dict[str, object] = {}  # name -> os.environ's key for it, encoded once

@@ -17,6 +17,7 @@ from google.protobuf.message import Message
 from .. import schema
 from .._generated.hybrid_parallel_pb2 import HybridConfig, PpConfig
 from .._generated.static_graph_pb2 import PipelineConfig
+from ..notes import Kind, Note
 from ..errors import Location, StrategyError, warn
 
 __all__ = ["DUALPIPEV", "MODES", "Mode", "describe", "settings"]
@@ -93,7 +94,7 @@ class _Context(NamedTuple):
 
 
 def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], positions: Mapping[str, Location],
-             source: str | None, *, policy: str, notes: list[str],
+             source: str | None, *, policy: str, notes: list[Note],
              problems: list[StrategyError] | None = None) -> dict[str, Any] | None:
     """The effective pipeline of `s` at these degrees, as PipelineSettings' fields (None: its defaults, while nothing
     pipelines); `pp_configs`: PpConfig's implemented fields after gating.
@@ -129,7 +130,7 @@ def _shapes(configs: Any, pp_configs: dict[str, Any]) -> str:
 
 
 def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: str,
-          notes: list[str]) -> tuple[Mode, str]:
+          notes: list[Note]) -> tuple[Mode, str]:
     """The mode to run and the setting that chose it ('pipeline_configs.schedule_mode "1F1B"')."""
     plan = _plan()
     path = f"{plan.configs}.{plan.mode}"
@@ -137,8 +138,8 @@ def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: s
     if pp_configs[plan.dualpipev]:
         switch = f"{plan.pp_configs}.{plan.dualpipev}"
         if configs.HasField(plan.mode):
-            notes.append(f'{path} "{name}" is set but has no effect: {switch} runs {DUALPIPEV.single} (Paddle checks '
-                         "use_dualpipev first too).")
+            notes.append(Note(path, Kind.NO_EFFECT, f"{switch} runs {DUALPIPEV.single} (Paddle checks use_dualpipev "
+                              "first too)", value=f'"{name}"'))
         return DUALPIPEV, f"{switch}: true"
     if name not in MODES:
         same = [m for m in MODES if m.lower() == name.lower()]  # Paddle's names are case-sensitive; torch's are not
@@ -189,7 +190,7 @@ def _chunks(mode: Mode, via: str, virtual: int, context: _Context) -> tuple[Mode
 
 
 def _fit_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: int, context: _Context,
-                       notes: list[str]) -> str:
+                       notes: list[Note]) -> str:
     """The schedule that runs this many micro-batches: `schedule`, or for too few its equivalent that takes them
     (`FEW_MICRO_BATCHES`, with a located warning and a note saying what the bubble costs). Too few where nothing
     equivalent runs them, or a count the rounds do not divide: an error naming what works."""
@@ -205,7 +206,7 @@ def _fit_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: i
                     "forward, then every backward), whose bubble is the one 1F1B has with so few: (pp_degree - 1) / "
                     f"(accumulate_steps + pp_degree - 1) = {_bubble(n, pp)} of each step, the stages waiting on each "
                     f"other; set {path}: {stages} or more to run 1F1B (at {4 * stages}: {_bubble(4 * stages, pp)})")
-            notes.append(text)
+            notes.append(Note(path, Kind.INFO, "fewer micro-batches than stages", text=text))
             if context.problems is None:  # explain shows the note; resolve and validate warn
                 warn(context.where((path, plan.degree_path)), text, stacklevel=6)
             return instead

@@ -12,6 +12,7 @@ from . import layout
 from .settings import (AmpSettings, CheckpointSettings, ExpertSettings, GradientMergeSettings, MpSettings,
                        PipelineSettings, RecomputeSettings, ShardingSettings)
 from .topology import Topology
+from ..notes import Note
 
 if TYPE_CHECKING:
     from .memory import ModelStateMemory
@@ -44,7 +45,8 @@ class Resolved:
         tensor_init_seed: tensor_parallel_configs.tensor_init_seed while mp_degree > 1 (-1 otherwise, and when
             unset): `parallel.init` seeds every rank's default generators with it and each rank's model-parallel
             generator with seed + 1 + mp_rank · pp_degree + pp_rank; -1 leaves the script's seeds alone.
-        notes: one sentence per setting that was given but has no effect (or was inferred), and why.
+        notes: one `Note` per setting that was given but has no effect (or was inferred), and why: a sentence
+            (`str`) that keeps its field path, kind and reason as data.
     """
 
     dp_degree: int
@@ -65,7 +67,7 @@ class Resolved:
     experts: ExpertSettings = ExpertSettings()  # immutable: one shared default is safe
     checkpoint: CheckpointSettings = CheckpointSettings()
     tensor_init_seed: int = -1
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
     @property
     def degrees(self) -> dict[str, int]:

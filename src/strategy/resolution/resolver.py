@@ -21,6 +21,7 @@ from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from .._generated.hybrid_parallel_pb2 import DygraphShardingConfig, HybridConfig, MpConfig, PpConfig, TpRule, TpStyle
 from .._generated.strategy_options_pb2 import IMPLEMENTED
 from ..errors import StrategyError, warn
+from ..notes import Kind, Note
 
 if TYPE_CHECKING:
     from .resolved import Resolved
@@ -109,7 +110,7 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     _warn_legacy_env()
     layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
     # What Paddle asserts of an expert layout, before what is implemented here; kept unless the policy changes `s`.
-    expert_notes: list[str] = []
+    expert_notes: list[Note] = []
     expert = None
     if layout.has_experts(s.hybrid_configs):
         expert = _expert_layout(s.hybrid_configs, world_size, loaded, expert_notes)
@@ -127,7 +128,7 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
             expert_notes = []
             expert = _expert_layout(s.hybrid_configs, world_size, loaded, expert_notes)
     plan = _plan()
-    notes: list[str] = list(review.notes)
+    notes: list[Note] = list(review.notes)
     hybrid = getattr(s, plan.hybrid)
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
@@ -171,7 +172,7 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
                           tp_plan=tp_plan, notes=tuple(notes)), reasons
 
 
-def _expert_layout(hybrid: HybridConfig, world_size: int | None, loaded: Any, notes: list[str]) -> Any:
+def _expert_layout(hybrid: HybridConfig, world_size: int | None, loaded: Any, notes: list[Note]) -> Any:
     """The expert layout (`experts.ExpertLayout`), imported only for a file with experts: it builds a Topology (a
     dataclass), which validating any other file never needs."""
     from . import experts
@@ -278,7 +279,7 @@ def _flags(desc: Any) -> tuple[_Flag, ...]:
     return tuple(flags)
 
 
-def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[str],
+def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[Note],
            reasons: dict[str, str]) -> dict[str, Any]:
     """Each flag's effective value by its settings attribute: a bool is off when the group's degree is 1, or when
     the flag it requires is effectively off (noted when the file set it); other values as the file gives them. Reads
@@ -309,11 +310,11 @@ def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, 
         effective[flag.setting] = False
         reasons[prefix + flag.name] = reason
         if config is not None and config.HasField(flag.name):
-            notes.append(f"{prefix}{flag.name} is set but has no effect: {reason}.")
+            notes.append(Note(f"{prefix}{flag.name}", Kind.NO_EFFECT, reason))
     return effective
 
 
-def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
+def _training(s: DistributedStrategy, notes: list[Note]) -> dict[str, Any]:
     """amp, gradient merge and recompute: each switch with its configs, read where the schema keeps them."""
     types = _types()
     out: dict[str, Any] = {}
@@ -329,9 +330,10 @@ def _training(s: DistributedStrategy, notes: list[str]) -> dict[str, Any]:
         else:
             out[switch] = unset  # the configs left out: their defaults, the same settings every time
         if settings is types.recompute and not out[switch].checkpoints:
-            notes.append(f"{switch} is on and {configs}.checkpoints names no modules: every block of the model is "
-                         "recomputed (Hugging Face's _no_split_modules classes, else the children of its largest "
-                         "ModuleList), as Paddle recomputes every decoder layer.")
+            notes.append(Note(f"{configs}.checkpoints", Kind.INFO, "", text=(
+                f"{switch} is on and {configs}.checkpoints names no modules: every block of the model is recomputed "
+                "(Hugging Face's _no_split_modules classes, else the children of its largest ModuleList), as Paddle "
+                "recomputes every decoder layer.")))
     return out
 
 
@@ -436,12 +438,12 @@ def _taken(settings: Any) -> tuple[str, ...]:
     return tuple(flag.setting for flag in _plan().sharding_group.flags if flag.setting in names)
 
 
-def _amp_dtype(configs: Any, notes: list[str]) -> dict[str, Any]:
+def _amp_dtype(configs: Any, notes: list[Note]) -> dict[str, Any]:
     bf16 = configs.use_pure_bf16 or configs.dtype == "bfloat16"
     if bf16:
         for name in _SCALER_FIELDS:
             if configs.HasField(name):
-                notes.append(f"amp_configs.{name} is set but has no effect: bfloat16 needs no loss scaling.")
+                notes.append(Note(f"amp_configs.{name}", Kind.NO_EFFECT, "bfloat16 needs no loss scaling"))
     return {"dtype": "bfloat16" if bf16 else "float16", "pure": configs.use_pure_bf16 or configs.use_pure_fp16,
             "loss_scaling": not bf16}
 

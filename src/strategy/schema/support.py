@@ -16,6 +16,7 @@ from google.protobuf.message import Message
 from . import descriptors as schema
 from .._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 from ..errors import Location, StrategyError
+from ..notes import Effect, Kind, Note
 
 __all__ = ["ALWAYS_ON_HERE", "Finding", "Recalled", "Review", "combined", "effective", "hint", "inactive", "recall",
            "remember", "review", "status"]
@@ -23,7 +24,7 @@ __all__ = ["ALWAYS_ON_HERE", "Finding", "Recalled", "Review", "combined", "effec
 
 
 # What an (always_on) flag left or set false does while its message takes effect.
-ALWAYS_ON_HERE = "always on here (false has no effect)"
+ALWAYS_ON_HERE = Kind.FALSE_HAS_NO_EFFECT.value
 
 
 class Status(NamedTuple):
@@ -43,18 +44,18 @@ class Review:
 
     Attributes:
         unsupported: not-implemented fields set to something other than their default, each with its error.
-        notes: one sentence per set field that has no effect (and why).
-        effects: for each set field the runtime does not act on, by dotted path: "no effect in PyTorch: why",
-            "no effect: pp_degree is 1", "always on here (false has no effect): what happens" (an (always_on) flag
-            set false) or "not implemented: what to use instead" (for explain).
+        notes: one `Note` per set field that has no effect (path, kind, why; printed as a sentence).
+        effects: for each set field the runtime does not act on, by dotted path, an `Effect`: no effect in PyTorch
+            (why), no effect (pp_degree is 1), always on here (false has no effect; what happens: an (always_on)
+            flag set false) or not implemented (what to use instead), for explain.
     """
 
     __slots__ = ("effects", "notes", "unsupported")
 
     def __init__(self) -> None:  # a plain class: a dataclass costs a millisecond at every CLI start
         self.unsupported: list[Finding] = []
-        self.notes: list[str] = []
-        self.effects: dict[str, str] = {}
+        self.notes: list[Note] = []
+        self.effects: dict[str, Effect] = {}
 
 
 def status(chain: tuple[FieldDescriptor, ...]) -> Status:
@@ -145,20 +146,23 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: "_Gate | None"
         path = prefix + facts.name
         if st is _IMPLEMENTED and not inactive:
             if facts.always_on and value is False:  # asks for what the engine cannot switch off
-                out.effects[path] = f"{ALWAYS_ON_HERE}: {facts.always_on}"
-                out.notes.append(f"{path} is set to false but has no effect: {facts.always_on}.")
+                note = Note(path, Kind.FALSE_HAS_NO_EFFECT, facts.always_on)
+                out.effects[path] = note.effect
+                out.notes.append(note)
             continue  # the common case: nothing to say
         if inactive:
-            out.effects[path] = f"no effect: {inactive.reason}"
+            note = Note(path, Kind.NO_EFFECT, inactive.reason)
+            out.effects[path] = note.effect
             # Resolution notes the bool flags it gates off by a degree itself (mp_configs'); the rest here.
             if st.support != IMPLEMENTED or not inactive.by_degree or not facts.is_bool:
-                out.notes.append(f"{path} is set but has no effect: {inactive.reason}.")
+                out.notes.append(note)
             continue
         if st.support == NO_EFFECT:
-            out.effects[path] = f"no effect in PyTorch: {st.hint}"
-            out.notes.append(f"{path} is set but has no effect in PyTorch: {st.hint}.")
+            note = Note(path, Kind.NO_EFFECT_IN_PYTORCH, st.hint)
+            out.effects[path] = note.effect
+            out.notes.append(note)
         elif st.support == NOT_IMPLEMENTED and _differs(f, value):
-            out.effects[path] = f"not implemented: {st.hint}"
+            out.effects[path] = Effect(Kind.NOT_IMPLEMENTED, st.hint)
             where = positions.get(path) or positions.get(_unindexed(path)) or Location(source)
             text = f"{path} = {show(f, value)} is not implemented by this project; {st.hint}"
             out.unsupported.append(Finding(path, StrategyError.at(where, text, field=path)))
