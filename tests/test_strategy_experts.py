@@ -139,3 +139,10 @@ def test_explain_shards_the_expert_rows_over_moe_sharding_as_the_stage_says(caps
                                 "      moe_sharding 2 at stage 3, whole on the replicas beyond)"]
     rows = {line.split("  ")[1].strip(): line.split()[-2:] for line in lines[at + 3:at + 7]}
     assert rows["experts per rank"] == ["167.64", "GiB"]  # 45e9 × 16 bytes / ep 2 / moe_sharding 2
+
+
+def test_resolved_names_the_expert_degrees_beside_the_dense_ones():
+    text = 'hybrid_configs { sharding_degree: 2 ep_degree: 2 moe_sharding_degree: 2 order: ["dp", "pp", "sharding", "moe_sharding", "ep", "sep", "mp"] }'
+    r = strategy.resolve(strategy.loads(text), world_size=4)
+    assert (r.ep_degree, r.moe_sharding_degree) == (2, 2)
+    assert (strategy.resolve(strategy.loads(""), world_size=2).ep_degree) == 1

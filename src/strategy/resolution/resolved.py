@@ -70,6 +70,16 @@ class Resolved:
     notes: tuple[Note, ...] = ()
 
     @property
+    def ep_degree(self) -> int:
+        """Experts split over ep (1 without experts), as `experts.ep_degree`."""
+        return self.experts.ep_degree
+
+    @property
+    def moe_sharding_degree(self) -> int:
+        """Experts sharded over moe_sharding (1 without experts), as `experts.moe_sharding_degree`."""
+        return self.experts.moe_sharding_degree
+
+    @property
     def degrees(self) -> dict[str, int]:
         """Axis name -> degree, in `order`."""
         by_name = {a.name: getattr(self, a.field) for a in layout.plan().axes}
