@@ -72,7 +72,7 @@ def expert_layout(hybrid: HybridConfig, degrees: Mapping[str, int], positions: M
         return None
 
     def fail(field: str, message: str) -> StrategyError:
-        path = f"{p.hybrid}.{field}"
+        path = f"hybrid_configs.{field}"
         return StrategyError.at(positions.get(path) or Location(source), message, field=path)
 
     if ep == 1:
@@ -85,8 +85,8 @@ def expert_layout(hybrid: HybridConfig, degrees: Mapping[str, int], positions: M
                    "Paddle carves cp out of each sharding group under its expert topology, this project runs cp as an "
                    "axis of its own")
             raise fail("ep_degree", f"ep_degree {ep} with {other} {degrees[other]}: {why}; set one of them to 1")
-    listed = tuple(getattr(hybrid, p.order))
-    order_path = f"{p.hybrid}.{p.order}"
+    listed = tuple(hybrid.order)
+    order_path = "hybrid_configs.order"
     suggestion = ", ".join(f'"{n}"' for n in MOE_ORDER)
     if not listed:
         listed = MOE_ORDER
@@ -94,12 +94,12 @@ def expert_layout(hybrid: HybridConfig, degrees: Mapping[str, int], positions: M
             f"{order_path} is not set and ep_degree is {ep}: using the order Paddle's MoE runs set "
             f"({', '.join(MOE_ORDER)}); Paddle's own default lists no ep and would ignore ep_degree.")))
     elif "ep" not in listed:
-        raise fail(p.order, f"{order_path} does not list \"ep\" while ep_degree is {ep}: Paddle then builds its plain "
+        raise fail("order", f"{order_path} does not list \"ep\" while ep_degree is {ep}: Paddle then builds its plain "
                    "topology and runs with ep_degree silently ignored; list \"ep\" and \"moe_sharding\", e.g. "
-                   f"{p.order}: [{suggestion}]")
+                   f"order: [{suggestion}]")
     elif "moe_sharding" not in listed:
-        raise fail(p.order, f"{order_path} lists \"ep\" but not \"moe_sharding\" (Paddle asserts both under its "
-                   f"expert topology); list \"moe_sharding\" too, e.g. {p.order}: [{suggestion}]")
+        raise fail("order", f"{order_path} lists \"ep\" but not \"moe_sharding\" (Paddle asserts both under its "
+                   f"expert topology); list \"moe_sharding\" too, e.g. order: [{suggestion}]")
     sharding, pp = degrees["sharding_degree"], degrees["pp_degree"]
     if sharding % moe:
         raise fail("moe_sharding_degree", f"moe_sharding_degree {moe} does not divide sharding_degree {sharding}: "

@@ -161,7 +161,7 @@ def _add_expert_groups(found: Explanation, expert: ExpertLayout | str, review: s
         return
     t = expert.topology
     p = layout.plan()
-    pending = {a.name for a in p.expert_axes if _not_implemented(review, f"{p.hybrid}.{a.field}")}
+    pending = {a.name for a in p.expert_axes if _not_implemented(review, f"hybrid_configs.{a.field}")}
     lines.append(f"  expert groups (order {', '.join(t.order)}; {t.order[-1]} innermost; {experts.REPLICAS}: the ranks "
                  "beyond pp × moe_sharding × ep, replicas of the same experts):")
     facts["experts"] = {"order": list(t.order), "axes": {}}
@@ -279,7 +279,7 @@ def _pending(topology: Topology | str, review: support.Review) -> list[str]:
     """The axes of degree > 1 that are not implemented yet."""
     if not isinstance(topology, Topology):
         return []
-    fields = {a.name: f"{layout.plan().hybrid}.{a.field}" for a in layout.plan().axes}
+    fields = {a.name: f"hybrid_configs.{a.field}" for a in layout.plan().axes}
     return [axis for axis, degree in topology.degrees.items()
             if degree > 1 and _not_implemented(review, fields[axis])]
 

@@ -42,13 +42,11 @@ class _Comm(NamedTuple):
 
 
 class _Plan(NamedTuple):
-    hybrid: str  # DistributedStrategy's HybridConfig field
     axes: tuple[Axis, ...]  # in field order
     fields: tuple[str, ...]  # their degree fields
     read: Callable[[HybridConfig], tuple[int, ...]]  # a HybridConfig's degrees, in `fields` order, in one call
     inferable: tuple[Axis, ...]  # the axes with an (infer_value)
-    order: str  # the (axis_order) field
-    default_order: tuple[str, ...]  # its (allowed) values that are (axis) names, outermost first
+    default_order: tuple[str, ...]  # the (allowed) values of the (axis_order) field that are (axis) names, outermost first
     expert_axes: tuple[Axis, ...]  # the degrees with an (expert_axis): ep, moe_sharding (never inferred)
     read_experts: Callable[[HybridConfig], tuple[int, ...]]  # their degrees, in one call
     # The NCCLConfig fields with a (group) whose status is implemented, by HybridConfig message, in order.
@@ -58,7 +56,7 @@ class _Plan(NamedTuple):
 @functools.cache
 def plan() -> _Plan:
     """What the layout needs from the schema, read once from the descriptors."""
-    hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
+    hybrid = schema.ROOT.fields_by_name["hybrid_configs"]
     fields = HybridConfig.DESCRIPTOR.fields
     axes = tuple(Axis(f.name, schema.option(f, "axis"), schema.option(f, "infer_value")) for f in fields if schema.option(f, "axis"))
     order = next(f for f in fields if schema.option(f, "axis_order"))
@@ -75,8 +73,8 @@ def plan() -> _Plan:
     )
     names = tuple(a.field for a in axes)
     by_configs = {c.configs: tuple(d for d in comm if d.configs == c.configs) for c in comm}
-    return _Plan(hybrid.name, axes, names, operator.attrgetter(*names), tuple(a for a in axes if a.infer is not None),
-                 order.name, default, experts, operator.attrgetter(*(a.field for a in experts)), tuple(by_configs.items()))
+    return _Plan(axes, names, operator.attrgetter(*names), tuple(a for a in axes if a.infer is not None),
+                 default, experts, operator.attrgetter(*(a.field for a in experts)), tuple(by_configs.items()))
 
 
 def world_size_given(world_size: int | None) -> bool:
@@ -101,8 +99,8 @@ def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[Note]) -> 
     if world_size is None:
         for a in inferred:
             out[a.field] = 1
-            notes.append(Note(f"{p.hybrid}.{a.field}", Kind.INFERRED, "1", text=(
-                f"{p.hybrid}.{a.field} is {a.infer} (infer) and no world size was given (WORLD_SIZE is unset): using 1.")))
+            notes.append(Note(f"hybrid_configs.{a.field}", Kind.INFERRED, "1", text=(
+                f"hybrid_configs.{a.field} is {a.infer} (infer) and no world size was given (WORLD_SIZE is unset): using 1.")))
         return out
     if world_size < 1:
         raise StrategyError(f"world size must be >= 1, got {world_size}")
@@ -113,17 +111,17 @@ def degrees(hybrid: HybridConfig, world_size: int | None, notes: list[Note]) -> 
             raise StrategyError(
                 f"cannot infer {a.field}: world size {world_size} is not divisible by the product of the other degrees "
                 f"({shown()}, product {known}); change the degrees or the number of ranks",
-                field=f"{p.hybrid}.{a.field}",
+                field=f"hybrid_configs.{a.field}",
             )
         out[a.field] = world_size // known
-        notes.append(Note(f"{p.hybrid}.{a.field}", Kind.INFERRED, str(out[a.field]),
-                          text=f"{p.hybrid}.{a.field} inferred as {out[a.field]} from world size {world_size}."))
+        notes.append(Note(f"hybrid_configs.{a.field}", Kind.INFERRED, str(out[a.field]),
+                          text=f"hybrid_configs.{a.field} inferred as {out[a.field]} from world size {world_size}."))
     elif known != world_size:
         fixes = [f"make their product {world_size}"]
         fixes += [f"set {a.field}: {a.infer} to infer it" for a in p.axes if a.infer is not None]
         raise StrategyError(
             f"the degrees {shown()} multiply to {known}, but the world size is {world_size}; {', or '.join(fixes)}",
-            field=p.hybrid,
+            field="hybrid_configs",
         )
     return out
 
@@ -135,7 +133,7 @@ def exclusive(hybrid: HybridConfig, positions: Mapping[str, Location], source: s
     for field, other in _exclusions():
         if getattr(hybrid, field) > 1 and getattr(hybrid, other) > 1:
             degrees = dict(zip(p.fields, p.read(hybrid)))
-            paths = [f"{p.hybrid}.{name}" for name in (field, other)]
+            paths = [f"hybrid_configs.{name}" for name in (field, other)]
             where = positions.get(paths[1])
             raise StrategyError.at(
                 positions.get(paths[0]) or Location(source),
@@ -154,19 +152,19 @@ def order(hybrid: HybridConfig, degrees: dict[str, int], positions: Mapping[str,
     The rules checked at load that each name is known and listed once; here, that no axis of degree > 1 is left out.
     """
     p = plan()
-    listed = getattr(hybrid, p.order)
+    listed = hybrid.order
     if not listed:
         return p.default_order
     listed = tuple(name for name in listed if name in p.default_order)  # without the expert axes
     missing = [a for a in p.axes if degrees[a.field] > 1 and a.name not in listed]
     if missing:
-        path = f"{p.hybrid}.{p.order}"
+        path = "hybrid_configs.order"
         left_out = " and ".join(f"{a.name} (degree {degrees[a.field]})" for a in missing)
         wanted = set(listed) | {a.name for a in missing}
         example = ", ".join(f'"{name}"' for name in complete_order(listed, p.default_order) if name in wanted)
         raise StrategyError.at(
             positions.get(path) or Location(source),
-            f"{path} leaves out {left_out}; list every axis whose degree is > 1, e.g. {p.order}: [{example}]",
+            f"{path} leaves out {left_out}; list every axis whose degree is > 1, e.g. order: [{example}]",
             field=path,
         )
     return complete_order(listed, p.default_order)
@@ -179,7 +177,7 @@ def requested(s: DistributedStrategy, world_size: int | None) -> "Topology":
         StrategyError: the degrees do not fit the world size, or the order leaves out an axis of degree > 1.
     """
     p = plan()
-    hybrid = getattr(s, p.hybrid)
+    hybrid = s.hybrid_configs
     loaded = support.recall(s)
     by_field = degrees(hybrid, world_size, [])
     names = {a.field: a.name for a in p.axes}
@@ -196,12 +194,12 @@ def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[Note]) -> di
         if not hybrid.HasField(configs):
             continue  # the common case: asked once per message, not once per communicator
         for c in comms:
-            _nccl_one(hybrid, c, degrees, notes, out, p.hybrid)
+            _nccl_one(hybrid, c, degrees, notes, out)
     return out
 
 
 def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: list[Note],
-              out: dict[str, dict[str, Any]], prefix: str) -> None:
+              out: dict[str, dict[str, Any]]) -> None:
     """One communicator's NCCLConfig, when the file set it and its axis is active."""
     if c.gate is not None and (degrees[c.gate] if c.gate in degrees else getattr(hybrid, c.gate)) <= 1:  # ep: no axis
         return  # inactive: the support review notes each field set there
@@ -211,8 +209,8 @@ def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: li
     chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
     if chosen:
         out[c.group] = chosen
-        notes.append(Note(f"{prefix}.{c.configs}.{c.field}", Kind.INFO, "applies to NCCL only", text=(
-            f"{prefix}.{c.configs}.{c.field} ({', '.join(chosen)}) applies to the {c.group} group's NCCL communicator; "
+        notes.append(Note(f"hybrid_configs.{c.configs}.{c.field}", Kind.INFO, "applies to NCCL only", text=(
+            f"hybrid_configs.{c.configs}.{c.field} ({', '.join(chosen)}) applies to the {c.group} group's NCCL communicator; "
             "it has no effect on gloo.")))
 
 

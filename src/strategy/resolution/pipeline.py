@@ -12,10 +12,8 @@ import functools
 import itertools
 from typing import Any, NamedTuple
 
-from google.protobuf.message import Message
-
 from .. import schema
-from .._generated.hybrid_parallel_pb2 import HybridConfig, PpConfig
+from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from .._generated.static_graph_pb2 import PipelineConfig
 from ..notes import Kind, Note
 from ..errors import Location, StrategyError, warn
@@ -54,26 +52,25 @@ FEW_MICRO_BATCHES = {"Schedule1F1B": "ScheduleGPipe"}
 
 
 class _Plan(NamedTuple):
-    configs: str  # DistributedStrategy's PipelineConfig field: "pipeline_configs"
+    """What the schema says of the pipeline: the degree that gates it, and the schedule a file that names none runs."""
+
     degree_path: str  # pipeline_configs' (active_when_parallel): "hybrid_configs.pp_degree"
     degree: str  # its last part, Resolved's field: "pp_degree"
-    pp_configs: str  # the HybridConfig field of PpConfig: "hybrid_configs.pp_configs"
-    mode: str  # PipelineConfig's schedule field
-    dualpipev: str  # PpConfig's DualPipeV switch
-    default_mode: str
+    default_mode: str  # pipeline_configs.schedule_mode's default
+
+
+# The paths errors and notes name, as a file spells them.
+_MODE = "pipeline_configs.schedule_mode"
+_PP_CONFIGS = "hybrid_configs.pp_configs"
+_DUALPIPEV = f"{_PP_CONFIGS}.use_dualpipev"
+_STEPS = "pipeline_configs.accumulate_steps"
 
 
 @functools.cache
 def _plan() -> _Plan:
-    """The fields resolution reads, found from the descriptors."""
-    configs = next(f for f in schema.ROOT.fields if f.message_type is PipelineConfig.DESCRIPTOR)
-    hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
-    pp = next(f for f in HybridConfig.DESCRIPTOR.fields if f.message_type is PpConfig.DESCRIPTOR)
-    mode = PipelineConfig.DESCRIPTOR.fields_by_name["schedule_mode"]
-    dualpipev = PpConfig.DESCRIPTOR.fields_by_name["use_dualpipev"].name
-    degree = schema.option(configs, "active_when_parallel")
-    return _Plan(configs.name, degree, degree.rsplit(".", 1)[-1], f"{hybrid.name}.{pp.name}", mode.name, dualpipev,
-                 mode.default_value)
+    """The gate and the default, read from the descriptors."""
+    degree = schema.option(schema.ROOT.fields_by_name["pipeline_configs"], "active_when_parallel")
+    return _Plan(degree, degree.rsplit(".", 1)[-1], PipelineConfig.DESCRIPTOR.fields_by_name["schedule_mode"].default_value)
 
 
 class _Context(NamedTuple):
@@ -93,7 +90,7 @@ class _Context(NamedTuple):
         self.problems.append(error)
 
 
-def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], positions: Mapping[str, Location],
+def settings(s: DistributedStrategy, degrees: dict[str, int], pp_configs: dict[str, Any], positions: Mapping[str, Location],
              source: str | None, *, policy: str, notes: list[Note],
              problems: list[StrategyError] | None = None) -> dict[str, Any] | None:
     """The effective pipeline of `s` at these degrees, as PipelineSettings' fields (None: its defaults, while nothing
@@ -108,7 +105,7 @@ def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], po
     pp = degrees[plan.degree]
     if pp <= 1:
         return None
-    configs = getattr(s, plan.configs)
+    configs = s.pipeline_configs
     context = _Context(positions, source, problems)
     mode, via = _mode(configs, pp_configs, context, policy, notes)
     mode, chunks = _chunks(mode, via, pp_configs["virtual_pp_degree"], context)
@@ -120,7 +117,7 @@ def settings(s: Message, degrees: dict[str, int], pp_configs: dict[str, Any], po
             "shapes": _shapes(configs, pp_configs)}
 
 
-def _shapes(configs: Any, pp_configs: dict[str, Any]) -> str:
+def _shapes(configs: PipelineConfig, pp_configs: dict[str, Any]) -> str:
     """How the stages follow batches whose shape changes (PipelineSettings.shapes)."""
     if pp_configs["clear_every_step_cache"]:
         return "every_step"
@@ -129,15 +126,15 @@ def _shapes(configs: Any, pp_configs: dict[str, Any]) -> str:
     return "fixed"
 
 
-def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: str,
+def _mode(configs: PipelineConfig, pp_configs: dict[str, Any], context: _Context, policy: str,
           notes: list[Note]) -> tuple[Mode, str]:
     """The mode to run and the setting that chose it ('pipeline_configs.schedule_mode "1F1B"')."""
     plan = _plan()
-    path = f"{plan.configs}.{plan.mode}"
-    name = getattr(configs, plan.mode)
-    if pp_configs[plan.dualpipev]:
-        switch = f"{plan.pp_configs}.{plan.dualpipev}"
-        if configs.HasField(plan.mode):
+    path = _MODE
+    name = configs.schedule_mode
+    if pp_configs["use_dualpipev"]:
+        switch = _DUALPIPEV
+        if configs.HasField("schedule_mode"):
             notes.append(Note(path, Kind.NO_EFFECT, f"{switch} runs {DUALPIPEV.single} (Paddle checks use_dualpipev "
                               "first too)", value=f'"{name}"'))
         return DUALPIPEV, f"{switch}: true"
@@ -158,7 +155,7 @@ def _mode(configs: Any, pp_configs: dict[str, Any], context: _Context, policy: s
 def _choices() -> str:
     """Every schedule_mode with what it runs, and the DualPipeV switch (for the error naming an unknown one)."""
     modes = ", ".join(f'"{name}" ({describe(mode)})' for name, mode in MODES.items())
-    return f"{modes}, or {_plan().pp_configs}.{_plan().dualpipev}: true ({describe(DUALPIPEV)})"
+    return f"{modes}, or {_DUALPIPEV}: true ({describe(DUALPIPEV)})"
 
 
 def describe(mode: Mode) -> str:
@@ -175,7 +172,7 @@ def describe(mode: Mode) -> str:
 def _chunks(mode: Mode, via: str, virtual: int, context: _Context) -> tuple[Mode, int]:
     """Model chunks per pp rank: virtual_pp_degree, or two for a V; an error where the schedule cannot run it."""
     plan = _plan()
-    path, mode_path = f"{plan.pp_configs}.virtual_pp_degree", f"{plan.configs}.{plan.mode}"
+    path, mode_path = f"{_PP_CONFIGS}.virtual_pp_degree", _MODE
     if mode.v:
         if virtual > 2:
             context.fail((path,), f"{path} = {virtual} does not fit {mode.single} ({via}), which runs exactly two "
@@ -189,13 +186,13 @@ def _chunks(mode: Mode, via: str, virtual: int, context: _Context) -> tuple[Mode
     return mode, virtual
 
 
-def _fit_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: int, context: _Context,
+def _fit_micro_batches(configs: PipelineConfig, schedule: str, via: str, pp: int, chunks: int, context: _Context,
                        notes: list[Note]) -> str:
     """The schedule that runs this many micro-batches: `schedule`, or for too few its equivalent that takes them
     (`FEW_MICRO_BATCHES`, with a located warning and a note saying what the bubble costs). Too few where nothing
     equivalent runs them, or a count the rounds do not divide: an error naming what works."""
     plan = _plan()
-    path = f"{plan.configs}.accumulate_steps"
+    path = _STEPS
     n, stages = configs.accumulate_steps, pp * chunks
     given = f"{path} = {n}" + ("" if configs.HasField("accumulate_steps") else " (its default)")
     at = f"{schedule} ({via}) at {plan.degree_path} {pp}"
@@ -212,7 +209,7 @@ def _fit_micro_batches(configs: Any, schedule: str, via: str, pp: int, chunks: i
             return instead
         per = f" ({chunks} chunks per rank × pp_degree {pp})" if chunks > 1 else ""
         zbv = next(name for name, m in MODES.items() if m.v)  # the same V of stages, run for any count
-        other = (f', or {plan.configs}.{plan.mode}: "{zbv}" with {plan.pp_configs}.{plan.dualpipev} off (the same V of '
+        other = (f', or {_MODE}: "{zbv}" with {_DUALPIPEV} off (the same V of '
                  "stages, any count)") if schedule == DUALPIPEV.single else ""
         context.fail((path, plan.degree_path), f"{given} is too few micro-batches for {at}: it needs one per stage, "
                                                f"at least {stages}{per}; set {path}: {stages} or more{other}")

@@ -18,7 +18,7 @@ from . import layout, pipeline
 from ..schema import rules, support
 from .. import schema
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
-from .._generated.hybrid_parallel_pb2 import DygraphShardingConfig, HybridConfig, MpConfig, PpConfig, TpRule, TpStyle
+from .._generated.hybrid_parallel_pb2 import HybridConfig, TpStyle
 from .._generated.strategy_options_pb2 import IMPLEMENTED
 from ..errors import StrategyError, warn
 from ..notes import Kind, Note
@@ -129,14 +129,14 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
             expert = _expert_layout(s.hybrid_configs, world_size, loaded, expert_notes)
     plan = _plan()
     notes: list[Note] = list(review.notes)
-    hybrid = getattr(s, plan.hybrid)
+    hybrid = s.hybrid_configs
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
     notes += expert_notes
     if expert is not None:
         order = expert.dense_order  # Paddle lays the dense axes out around the expert ones
-    effective = {g.configs: _gated(plan, g, hybrid, degrees, notes, reasons) for g in plan.groups}
-    pipe = pipeline.settings(s, degrees, effective[plan.pp], loaded.positions, loaded.source, policy=policy,
+    effective = {g.configs: _gated(g, hybrid, degrees, notes, reasons) for g in plan.groups}
+    pipe = pipeline.settings(s, degrees, effective["pp_configs"], loaded.positions, loaded.source, policy=policy,
                              notes=notes, problems=problems)
     saving = None
     if s.HasField("checkpoint_configs"):  # (a directory that cannot be written fails `validate` too)
@@ -147,15 +147,16 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         return None, reasons
     types = _types()
     nccl = layout.nccl(hybrid, degrees, notes)
-    active = plan.mp_group.active(degrees)  # a plan splits nothing at mp_degree 1 (noted by the review)
+    active = plan.mp.active(degrees)  # a plan splits nothing at mp_degree 1 (noted by the review)
     # A group's configs left out: the settings of its defaults, gated or not, built once (`_Types`).
-    mp = types.mp(**effective[plan.mp]) if hybrid.HasField(plan.mp) else types.mp_unset[active]
-    if hybrid.HasField(plan.sharding):
-        sharding_flags = effective[plan.sharding]
+    has_mp = hybrid.HasField("mp_configs")
+    mp = types.mp(**effective["mp_configs"]) if has_mp else types.mp_unset[active]
+    if hybrid.HasField("sharding_configs"):
+        sharding_flags = effective["sharding_configs"]
         sharding = types.sharding(**{k: sharding_flags[k] for k in types.sharding_fields})
     else:
-        sharding = types.sharding_unset[plan.sharding_group.active(degrees)]
-    rules_ = getattr(getattr(hybrid, plan.mp), plan.tp_plan) if plan.tp_plan and active else ()
+        sharding = types.sharding_unset[plan.sharding.active(degrees)]
+    rules_ = hybrid.mp_configs.tp_plan if has_mp and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
     fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
     if saving is not None:
@@ -209,42 +210,32 @@ class _Group(NamedTuple):
 
 
 class _Plan(NamedTuple):
-    hybrid: str
-    mp: str
-    sharding: str
-    pp: str
-    groups: tuple[_Group, ...]
-    tp_plan: str | None  # MpConfig's list of TpRule
-    mp_group: _Group
-    sharding_group: _Group
+    groups: tuple[_Group, ...]  # every group, in HybridConfig's field order
+    mp: _Group  # hybrid_configs.mp_configs
+    sharding: _Group  # hybrid_configs.sharding_configs
 
 
 @functools.cache
 def _plan() -> _Plan:
-    """What resolution needs from the schema, read once from the descriptors."""
-    hybrid = next(f for f in schema.ROOT.fields if f.message_type is HybridConfig.DESCRIPTOR)
-    fields = HybridConfig.DESCRIPTOR.fields
-    mp = next(f for f in fields if f.message_type is MpConfig.DESCRIPTOR)
-    sharding = next(f for f in fields if f.message_type is DygraphShardingConfig.DESCRIPTOR)
-    pp = next(f for f in fields if f.message_type is PpConfig.DESCRIPTOR)
+    """The groups resolution gates, read once from the descriptors (their (active_when_parallel), (requires) and
+    defaults)."""
     groups = tuple(
-        _group(hybrid.name, f) for f in fields
+        _group(f) for f in HybridConfig.DESCRIPTOR.fields
         if f.message_type is not None and schema.option(f, "active_when_parallel")
         and schema.option(f, "support") == IMPLEMENTED and _flags(f.message_type)
     )
-    tp_plan = next((f.name for f in MpConfig.DESCRIPTOR.fields if f.message_type is TpRule.DESCRIPTOR), None)
     by_configs = {g.configs: g for g in groups}
-    return _Plan(hybrid.name, mp.name, sharding.name, pp.name, groups, tp_plan, by_configs[mp.name], by_configs[sharding.name])
+    return _Plan(groups, by_configs["mp_configs"], by_configs["sharding_configs"])
 
 
-def _group(hybrid: str, f: FieldDescriptor) -> _Group:
+def _group(f: FieldDescriptor) -> _Group:
     flags = _flags(f.message_type)
     defaults = {flag.setting: f.message_type.fields_by_name[flag.name].default_value for flag in flags}
     bools = tuple(flag for flag in flags if flag.is_bool)
     dependent = tuple(flag for flag in bools if flag.requires)
     return _Group(f.name, schema.option(f, "active_when_parallel"), flags, defaults, bools, dependent,
                   tuple(flag for flag in bools if defaults[flag.setting]), tuple(flag for flag in dependent if defaults[flag.setting]),
-                  f"{hybrid}.{f.name}.", {flag.name: flag.setting for flag in flags})
+                  f"hybrid_configs.{f.name}.", {flag.name: flag.setting for flag in flags})
 
 
 def _getter(make: Callable[..., Callable[[Any], Any]], names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
@@ -279,7 +270,7 @@ def _flags(desc: Any) -> tuple[_Flag, ...]:
     return tuple(flags)
 
 
-def _gated(plan: _Plan, group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[Note],
+def _gated(group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[Note],
            reasons: dict[str, str]) -> dict[str, Any]:
     """Each flag's effective value by its settings attribute: a bool is off when the group's degree is 1, or when
     the flag it requires is effectively off (noted when the file set it); other values as the file gives them. Reads
@@ -409,16 +400,16 @@ def _types() -> _Types:
         ("recompute", "recompute_configs", RecomputeSettings)))
     plan = _plan()
     sharding_fields = _taken(ShardingSettings)
-    mp_unset = tuple(MpSettings(**_unset(plan.mp_group, degree)) for degree in (1, 2))
+    mp_unset = tuple(MpSettings(**_unset(plan.mp, degree)) for degree in (1, 2))
     sharding_unset = tuple(ShardingSettings(**{k: flags[k] for k in sharding_fields})
-                           for flags in (_unset(plan.sharding_group, degree) for degree in (1, 2)))
+                           for flags in (_unset(plan.sharding, degree) for degree in (1, 2)))
     return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
                   sharding_fields, PipelineSettings(), mp_unset, sharding_unset)
 
 
 def _unset(group: _Group, degree: int) -> dict[str, Any]:
     """The effective flags of a file that leaves `group`'s configs out, at this degree of its axis."""
-    return _gated(_plan(), group, HybridConfig(), {group.gate: degree} if group.gate else {}, [], {})
+    return _gated(group, HybridConfig(), {group.gate: degree} if group.gate else {}, [], {})
 
 
 def _training_entry(switch: str, configs: str, settings: Any, amp: bool) -> tuple[str, str, Any, _Reader, Any]:
@@ -435,7 +426,7 @@ def _taken(settings: Any) -> tuple[str, ...]:
     import dataclasses
 
     names = {f.name for f in dataclasses.fields(settings)}
-    return tuple(flag.setting for flag in _plan().sharding_group.flags if flag.setting in names)
+    return tuple(flag.setting for flag in _plan().sharding.flags if flag.setting in names)
 
 
 def _amp_dtype(configs: Any, notes: list[Note]) -> dict[str, Any]:
