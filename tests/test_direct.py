@@ -1,8 +1,8 @@
-"""The direct readers fill exactly the message and positions the located path builds, or step aside.
+"""The direct readers fill exactly the message and positions the located reader builds, or step aside.
 
 Every format is checked two ways: on what protobuf, PyYAML and `strategy.dump` write for random valid strategies
 (the direct reader must take those), and on random documents made of real field names and tricky values, where
-it must agree with the located path or give up (never accept what that path rejects or reads differently).
+it must agree with the located reader or give up (never accept what that reader rejects or reads differently).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import strategy
 from conftest import PADDLE_FILES
 from strategies import messages
 from strategy.formats import codec as formats
-from strategy.formats.json import direct as jsondirect, locate as jsonlocate
+from strategy.formats.json import direct as jsondirect, positions as jsonpositions
 from strategy.formats.text import direct as textdirect
 from strategy.formats.yaml import direct as yamldirect
 from strategy.schema import rules
@@ -53,12 +53,12 @@ def _direct(text: str, fmt: str):
 def _agrees(text: str, fmt: str) -> bool:
     direct, located = _direct(text, fmt), _located(text, fmt)
     if isinstance(located, StrategyError):
-        return direct is None  # every error is the located path's
+        return direct is None  # every error is the located reader's
     return direct is None or direct == located
 
 
 def _takes(text: str, fmt: str) -> bool:
-    """The direct reader read it, and as the located path does."""
+    """The direct reader read it, and as the located reader does."""
     direct = _direct(text, fmt)
     return direct is not None and direct == _located(text, fmt)
 
@@ -90,12 +90,12 @@ def test_what_protobuf_writes_as_json_is_read_directly(msg, proto_names, indent)
 def test_what_strategy_dump_and_pyyaml_write_is_read_directly(msg, indent):
     text = strategy.dumps(msg, format="yaml")
     # Plain words and numbers, the block subset: brackets only as a whole empty value ({} or []), not in a word
-    # (table_class: 0[ is a plain scalar to YAML, which the direct reader leaves to the located path).
+    # (table_class: 0[ is a plain scalar to YAML, which the direct reader leaves to the located reader).
     simple = re.fullmatch(r"[A-Za-z0-9_.\-: \n]*", re.sub(r"(?<=[:-] )(?:\{\}|\[\])$", "", text, flags=re.M))
     assert _takes(text, "yaml") if _plain(msg) and simple else _agrees(text, "yaml")
     as_dict = strategy.to_dict(msg)
     assert _agrees(yaml.safe_dump(as_dict, indent=indent, default_flow_style=False) if as_dict else "{}\n", "yaml")
-    assert _agrees(yaml.safe_dump(as_dict, default_flow_style=None), "yaml")  # flow lists: the located path's
+    assert _agrees(yaml.safe_dump(as_dict, default_flow_style=None), "yaml")  # flow lists: the located reader's
 
 
 @pytest.mark.filterwarnings("ignore::strategy.StrategyWarning")  # llama_tp2_sp breaks a rule: loaded under "warn"
@@ -232,7 +232,7 @@ def test_json_located_in_decoded_order_as_token_by_token(msg, indent, compact):
     if "\\" in text or jsondirect.fill(strategy.DistributedStrategy(), text, "<t>") is None:
         return
     root = strategy.DistributedStrategy.DESCRIPTOR
-    assert list(jsonlocate.locate(text, root, jsondirect._decode(text))) == list(jsonlocate._lexed(text, root))
+    assert list(jsonpositions.locate(text, root, jsondirect._decode(text))) == list(jsonpositions._lexed(text, root))
 
 
 @settings(max_examples=300, deadline=None)

@@ -2,12 +2,12 @@
 
 Which reader runs when (`codec.parse`):
 1. prototxt, JSON and YAML are first read *directly* into the message (`text.direct`, `json.direct`, `yaml.direct`
-   over `direct`'s shared machinery): the plain subset people and tools write, the fast path. Text and YAML record
-   each field's line as they read; JSON's locations are found only when asked (`json.locate`).
+   over `direct`'s shared machinery): the plain subset people and tools write, fast. Text and YAML record each
+   field's line as they read; JSON's positions are found only when asked (`json.positions`).
 2. On anything a direct reader is not sure of (an unknown name, a wrong type, a rare syntax, any error) it gives up
-   and the document is read again on the *located* path: the format's parser builds a tree of located values
-   (`text.located`, `json.located`, `yaml.located`) and `builder`
-   fills the message from it. The located path owns every error message.
+   and the document is read again by the format's *located reader* (`text.located`, `json.located`,
+   `yaml.located`), which builds a tree of located values that `builder` fills the message from. The located
+   reader owns every error message.
 3. binary is protobuf's wire format (`binary`): no lines to locate.
 Writing is `codec.serialize` (protobuf's text and JSON printers, PyYAML for YAML); `text.fmt` lays a text file out
 canonically with its comments. `io` holds the public load/dump entry points, `overrides` the `--set` values.

@@ -88,7 +88,7 @@ def parse(
     read = direct.fill(msg, text, source)
     if read is not None:
         return msg, read[0], read[1]
-    msg = DistributedStrategy()  # the direct reader gave up half way: start over, on the located path
+    msg = DistributedStrategy()  # the direct reader gave up half way: start over, with the located reader
     return msg, located(msg, text, format, source=source, policy=policy, errors=errors), None
 
 
@@ -99,7 +99,8 @@ _LOCATED = {"prototxt": ".text.located", "json": ".json.located", "yaml": ".yaml
 
 def located(msg: DistributedStrategy, text: str, format: str, *, source: str, policy: str,
             errors: list[StrategyError] | None = None) -> dict[str, Location]:
-    """Fill `msg` from a text document on the located path: every field's location, and every error's."""
+    """Fill `msg` from a text document with its format's located reader: every field's location, and every
+    error's."""
     reader = importlib.import_module(_LOCATED[format], __package__)
     return build(msg, reader.parse(text, source), policy=policy, text=format == "prototxt", errors=errors)
 

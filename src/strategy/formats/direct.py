@@ -1,12 +1,12 @@
-"""Filling a message straight from a plain document: the fast path every text format takes first.
+"""Filling a message straight from a plain document: what every text format tries first.
 
 The located readers (`text.located`, `json.located`, `yaml.located`, then the builder) record where each field came from and own
 every error message; most of their time goes into those locations. A direct reader fills the message without
-them and gives up (`GiveUp`) on anything it is not sure the located path reads the same way: an unknown or
+them and gives up (`GiveUp`) on anything it is not sure the located reader reads the same way: an unknown or
 repeated name, a value of the wrong type or breaking its rule, anything outside its format's plain subset. The
-caller then starts over on the located path. The text and YAML readers record locations as they read (a line
+caller then starts over with the located reader. The text and YAML readers record locations as they read (a line
 number and an indent); JSON's are found only when something asks for one (`Positions`). Values are converted by
-the builder's own `scalar` and checked by the rules' own predicates (`Checks`), so both paths agree on both.
+the builder's own `scalar` and checked by the rules' own predicates (`Checks`), so both readers agree on both.
 """
 
 # Annotations stay evaluated (no `from __future__ import annotations`): a NamedTuple's string annotations are
@@ -28,7 +28,7 @@ __all__ = ["Checks", "GiveUp", "Positions", "Slot", "assign", "fields", "value"]
 
 
 class GiveUp(Exception):
-    """This document needs the located path (it may be fine: the located path decides)."""
+    """This document needs the located reader (it may be fine: the located reader decides)."""
 
 
 class Slot(NamedTuple):
@@ -105,7 +105,7 @@ def assign(msg: Message, slot: Slot, raw: Any, text: bool) -> None:
 class Checks:
     """The rules (`rules`) a direct read checks as it reads: each value's range and allowed values as it is set, a
     flag's `requires`, a list's items and the fields each item of a message list must set once the whole document
-    is read. A value that breaks one is a GiveUp (the located path reports it); a broken `requires` is for
+    is read. A value that breaks one is a GiveUp (the located reader reports it); a broken `requires` is for
     `rules.report` (an error, or under "warn" a warning)."""
 
     __slots__ = ("flags", "lists")

@@ -66,7 +66,7 @@ def read_bytes(source: str) -> bytes:
     except OSError as e:
         raise StrategyError(f"cannot read the file: {e.strerror or e}", source=source) from None
     if len(data) > MAX_BYTES:  # refuse here, so no caller (fmt) ever works on a truncated file
-        raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
+        raise _too_large(source)
     return data
 
 
@@ -82,27 +82,33 @@ def loads(
 
 
 def _load(
-    data: str | bytes, fmt: str, source: str, overrides: Iterable[str], policy: str, *, requires: bool = True
+    data: str | bytes, fmt: str, source: str, overrides: Iterable[str], policy: str, *, requires: bool = True,
+    errors: list[StrategyError] | None = None,
 ) -> DistributedStrategy:
-    """Parse and check one document; `requires=False` (diff, explain) leaves `requires` rules to the caller."""
+    """Parse and check one document; `requires=False` (diff, explain) leaves `requires` rules to the caller. With
+    `errors`, schema, override and rule problems are collected there instead of raised (`problems`)."""
     rules.check_policy(policy)
     if len(data) > MAX_BYTES:
-        raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
-    msg, positions, broken = parse(data, fmt, source=source, policy=policy)
+        raise _too_large(source)
+    msg, positions, broken = parse(data, fmt, source=source, policy=policy, errors=errors)
     if overrides:
         from . import overrides as _overrides  # only runs with --set pay for it
 
-        positions.update(_overrides.apply(msg, overrides, policy=policy))
+        positions.update(_overrides.apply(msg, overrides, policy=policy, errors=errors))
         broken = None  # the overrides changed it: check it all
     if broken is None:
-        rules.check(msg, positions, policy=policy, source=source, requires=requires)
-    else:
-        rules.report(broken, positions, policy=policy, source=source, requires=requires)  # checked as it was read
-    support.remember(msg, positions, source, checked=policy if requires else None)
+        rules.check(msg, positions, policy=policy, source=source, requires=requires, errors=errors)
+    else:  # checked as it was read
+        rules.report(broken, positions, policy=policy, source=source, requires=requires, errors=errors)
+    support.remember(msg, positions, source, checked=policy if requires and not errors else None)
     return msg
 
 
 load_bytes = _load  # for the CLI, which also reads standard input
+
+
+def _too_large(source: str) -> StrategyError:
+    return StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
 
 
 def problems(
@@ -113,22 +119,9 @@ def problems(
     A syntax error stops the parse, so it is reported alone; schema, override and rule problems are all
     collected. Used by `strategy validate`.
     """
-    rules.check_policy(policy)
     errors: list[StrategyError] = []
     try:
-        if len(data) > MAX_BYTES:
-            raise StrategyError(f"larger than {MAX_BYTES} bytes; a strategy file is a few hundred", source=source)
-        msg, positions, broken = parse(data, fmt, source=source, policy=policy, errors=errors)
-        if overrides:
-            from . import overrides as _overrides
-
-            positions.update(_overrides.apply(msg, overrides, policy=policy, errors=errors))
-            broken = None
-        if broken is None:
-            rules.check(msg, positions, policy=policy, source=source, errors=errors)
-        else:
-            rules.report(broken, positions, policy=policy, source=source, errors=errors)
-        support.remember(msg, positions, source, checked=None if errors else policy)
+        msg = _load(data, fmt, source, overrides, policy, errors=errors)
     except StrategyError as e:
         return None, errors + [e]
     return msg, errors

@@ -1,1 +1,1 @@
-"""JSON: the direct reader (the C decoder), its lazy locator, and the located reader that owns the errors."""
+"""JSON: the direct reader (the C decoder), its positions found when asked, and the located reader that owns the errors."""

@@ -2,8 +2,8 @@
 
 Objects come back as tuples of (key, value) pairs, so a repeated key is seen; the located reader (`json.located`)
 takes over for anything it would read differently or refuse: a repeated or unknown name, NaN and Infinity (not
-JSON), an over-long number, a value of the wrong type (see `direct`). Locations are found only when asked
-(`json.locate`).
+JSON), an over-long number, a value of the wrong type (see `direct`). Positions are found only when asked
+(`json.positions`).
 """
 
 from __future__ import annotations
@@ -14,18 +14,17 @@ from typing import Any
 from google.protobuf.message import Message
 
 from ..direct import Checks, GiveUp, Positions, assign, fields
-from .locate import locate, location_of
-from ..limits import MAX_NODES
+from .positions import locate, location_of
+from ..limits import MAX_NODES, MAX_NUMBER_CHARS
 
 __all__ = ["fill"]
 
-_LONGEST_NUMBER = 400  # as json.located: longer numbers are its error
 _WIDEST_INT = 2**64  # wider integers fit no integer field; the located reader decides what a float field does
 
 
 def _float(literal: str) -> float:
-    if len(literal) > _LONGEST_NUMBER:
-        raise GiveUp
+    if len(literal) > MAX_NUMBER_CHARS:
+        raise GiveUp  # the located reader's error
     return float(literal)
 
 

@@ -12,14 +12,13 @@ import json.scanner
 import re
 
 from ...errors import Location, StrategyError
-from ..limits import MAX_DEPTH, MAX_NODES
+from ..limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_CHARS
 from ..tree import Mapping, Node, Scalar, Sequence
 
 __all__ = ["parse"]
 
 _WS = re.compile(r"[ \t\n\r]*")
 _LITERALS = {"true": True, "false": False, "null": None}
-_MAX_NUMBER_CHARS = 400
 
 
 class _Parser:
@@ -76,7 +75,7 @@ class _Parser:
         m = json.scanner.NUMBER_RE.match(self.text, self.pos)
         if m:
             integer, frac, exp = m.groups()
-            if m.end() - m.start() > _MAX_NUMBER_CHARS:  # int() of thousands of digits is refused
+            if m.end() - m.start() > MAX_NUMBER_CHARS:  # int() of thousands of digits is refused
                 raise self.fail(f"number {m.group()[:24]}... ({m.end() - m.start()} characters) is out of range for any field")
             self.pos = m.end()
             value = float(integer + (frac or "") + (exp or "")) if frac or exp else int(integer)

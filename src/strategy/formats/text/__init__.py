@@ -1,1 +1,1 @@
-"""The text format (prototxt): the direct reader, the located parser, their shared literals, the canonical layout."""
+"""The text format (prototxt): the direct reader, the located reader, their shared literals, the canonical layout."""

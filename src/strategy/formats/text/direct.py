@@ -10,9 +10,9 @@ from google.protobuf.message import Message
 
 from ..direct import Checks, GiveUp, Slot, assign, fields
 from ...errors import Location
-from ..limits import MAX_DEPTH, MAX_NODES
+from ..limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_CHARS
 from .literals import BOOLS as _BOOLS
-from .literals import LINES, LONGEST_LINE, LONGEST_NUMBER as _LONGEST_NUMBER, NONE, line_value
+from .literals import LINES, LONGEST_LINE, NONE, line_value
 
 __all__ = ["fill"]
 
@@ -24,7 +24,7 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
     if len(text) >= MAX_NODES:  # fewer characters than the node limit: never too many values
         return None
     if len(text) > LONGEST_LINE and max(map(len, text.split("\n"))) > LONGEST_LINE:
-        return None  # the located path reads long lines token by token
+        return None  # the located reader reads long lines token by token
     lines = LINES.findall(text)  # a tuple of strings a line ("" for a part it lacks), while every line is one
     if len(lines) != text.count("\n") + 1:
         return None
@@ -66,7 +66,7 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
             value: object
             if raw in _BOOLS:
                 value = _BOOLS[raw]
-            elif raw.isdigit() and (raw[0] != "0" or len(raw) == 1) and len(raw) <= _LONGEST_NUMBER:
+            elif raw.isdigit() and (raw[0] != "0" or len(raw) == 1) and len(raw) <= MAX_NUMBER_CHARS:
                 value = int(raw)  # the common cases, as line_value reads them
             else:
                 value = line_value(raw)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import Location, StrategyError
+from .literals import BOOLS
 from .located import Token, parse, tokenize
 from ..tree import Mapping, Sequence
 
 __all__ = ["format_text"]
 
-_BOOLS = {"t": "true", "True": "true", "true": "true", "f": "false", "False": "false", "false": "false"}
+_BOOLS = {word: str(value).lower() for word, value in BOOLS.items()}  # each spelling -> true or false
 _CLOSE = {"{": "}", "<": ">"}
 
 

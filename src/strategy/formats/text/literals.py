@@ -1,26 +1,27 @@
-"""The text format's plain literals and its one-statement-a-line pattern, as the full parser (`located`) reads them.
+"""The text format's plain literals and its one-statement-a-line pattern, as the located reader (`located`) reads them.
 
 The direct reader (`direct`) reads what protobuf and Paddle write with these; anything they do not know (escapes,
-lists, special numbers, `<...>`) is NONE, and the document goes to the full parser, which owns every error message.
+lists, special numbers, `<...>`) is NONE, and the document goes to the located reader, which owns every error message.
 """
 
 from __future__ import annotations
 
 import re
 
+from ..limits import MAX_NUMBER_CHARS
 from ..tree import Ident
 
-__all__ = ["BOOLS", "LINES", "LONGEST_LINE", "LONGEST_NUMBER", "NONE", "line_value"]
+__all__ = ["BOOLS", "LINES", "LONGEST_LINE", "NONE", "line_value"]
 
 _INT = re.compile(r"0|[1-9][0-9]*")
 _FLOAT = re.compile(r"[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+")
-BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
-_SPECIAL = {"inf", "infinity", "nan"}  # float words: the full parser handles them (with their sign)
+BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}  # as protobuf reads them
+_SPECIAL = {"inf", "infinity", "nan"}  # float words: the located reader handles them (with their sign)
 
 
 # One line holding at most one statement, and a comment, its surrounding whitespace stripped: the lexer's tokens
 # (plain numbers, strings, words), each followed by whitespace, a comment or the line's end, so the lexer cuts it the
-# same way; `_scalar` then reads the value, and anything it does not know sends the text to the full parser.
+# same way; `_scalar` then reads the value, and anything it does not know sends the text to the located reader.
 # No two parts can match the same text, so a line that fails fails at once (no backtracking over long runs).
 _S = r"[ \t\r\f\v]*"  # the lexer's whitespace, less the newline
 _NUMBER = r"-?[0-9][A-Za-z0-9_.]*(?:[eE][+-][A-Za-z0-9_.]*)?"  # a superset of the lexer's: `_scalar` decides
@@ -32,8 +33,7 @@ _STATEMENT = (
     + r"|(\}))?"  # 5: a message closes
 )
 LINES = re.compile(r"^([ \t\r\f\v]*+)" + _STATEMENT + r"[ \t\r\f\v]*+(?:#.*)?$", re.MULTILINE)
-LONGEST_LINE = 1000  # longer lines are the full parser's
-LONGEST_NUMBER = 400  # longer literals are the full parser's (its limits and escaping rules)
+LONGEST_LINE = 1000  # longer lines are the located reader's
 
 
 NONE = object()  # not a value the direct reader reads
@@ -44,15 +44,15 @@ def line_value(value: str) -> object:
     negative = value[0] == "-"
     scalar = _scalar(value[1:] if negative else value)
     if negative and scalar is not NONE:
-        # As the full parser: "-0" is a float's negative zero (the builder reads it as 0 for integers).
+        # As the located reader: "-0" is a float's negative zero (the builder reads it as 0 for integers).
         return -0.0 if scalar == 0 and type(scalar) is int else -scalar  # type: ignore[operator]
     return scalar
 
 
 def _scalar(value: str) -> object:
     head = value[0]
-    if len(value) > LONGEST_NUMBER or not value.isascii():
-        return NONE  # the full parser's limits and escaping rules apply
+    if len(value) > MAX_NUMBER_CHARS or not value.isascii():
+        return NONE  # the located reader's limits and escaping rules apply
     if head in "\"'":
         return value[1:-1] if "\\" not in value and len(value) >= 2 and value[-1] == head else NONE
     if head.isdigit():

@@ -13,8 +13,9 @@ from typing import NamedTuple
 from google.protobuf import text_encoding
 
 from ...errors import Location, StrategyError
-from ..limits import MAX_DEPTH, MAX_NODES
+from ..limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_CHARS
 from ..tree import Ident, Mapping, Node, Scalar, Sequence
+from .literals import BOOLS
 
 __all__ = ["Token", "parse", "tokenize"]
 
@@ -36,10 +37,8 @@ _FIRST.update(dict.fromkeys("0123456789", "number"))
 _FIRST.update(dict.fromkeys("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_", "ident"))
 _INT = re.compile(r"0[xX][0-9a-fA-F]+|0[0-7]*|[1-9]\d*")
 _FLOAT = re.compile(r"(?:\d+\.\d*|\.\d+|\d+(?=[eEfF]))(?:[eE][+-]?\d+)?[fF]?|\d+\.?\d*[eE][+-]?\d+[fF]?")
-_BOOLS = {"true": True, "True": True, "t": True, "false": False, "False": False, "f": False}
 _FLOATS = {"inf": float("inf"), "infinity": float("inf"), "nan": float("nan")}
 _CLOSE = {"{": "}", "<": ">"}
-_MAX_NUMBER_CHARS = 400
 
 
 # tuple.__new__(Cls, values) builds a NamedTuple in C, skipping its Python-level __new__: the lexer and
@@ -184,8 +183,8 @@ class _Parser:
             lowered = tok.text.lower()
             if lowered in _FLOATS:
                 return Scalar(-_FLOATS[lowered] if negative else _FLOATS[lowered], where)
-            if not negative and tok.text in _BOOLS:
-                return _new(Scalar, (_BOOLS[tok.text], where))
+            if not negative and tok.text in BOOLS:
+                return _new(Scalar, (BOOLS[tok.text], where))
             if not negative:
                 return Scalar(Ident(tok.text), where)  # rare: enum names and typos
         self.i -= 1
@@ -193,7 +192,7 @@ class _Parser:
 
     def number(self, tok: Token) -> int | float:
         text = tok.text
-        if len(text) > _MAX_NUMBER_CHARS:  # no field holds it, and int() of thousands of digits is refused
+        if len(text) > MAX_NUMBER_CHARS:
             raise self.fail(f"number {text[:24]}... ({len(text)} characters) is out of range for any field", tok)
         if _INT.fullmatch(text):
             if text[:2].lower() == "0x":
@@ -212,5 +211,5 @@ class _Parser:
 
 def parse(text: str, source: str = "<string>") -> Mapping:
     """Parse text format into a located tree (no schema checks yet). Plain files never get here: the direct reader
-    (`text.direct`) takes them; this parser owns rare syntax and every error."""
+    (`text.direct`) takes them; this located reader owns rare syntax and every error."""
     return _Parser(text, source).message(None, 0)
