@@ -64,13 +64,18 @@ def test_a_batch_the_pipeline_fields_do_not_give_is_refused_naming_them(pools):
                        "rows, or change the two fields")
 
 
-def test_layers_the_chunks_do_not_divide_and_tied_weights_are_refused_before_any_change(pools):
+def test_layers_the_chunks_do_not_divide_are_refused_before_any_change(pools):
     message, whole = pools(2).run(cases.split_error, cases.pp_text(2, virtual=2), 6)[0]
     assert message == ("LlamaForCausalLM.model.layers has 6 blocks, which 4 pipeline chunks "
                        "(pp_degree × virtual_pp_degree) do not divide; use a product among [1, 2, 3, 6]")
     assert whole
-    message, whole = pools(2).run(cases.split_error, cases.pp_text(2), 4, True)[0]
-    assert "model.embed_tokens.weight on the first stage and lm_head.weight on the last" in message and whole
+
+
+def test_a_tied_weight_under_sharding_on_a_v_is_refused_before_any_change(pools):
+    """DualPipeV puts the first and last chunk on pp rank 0, each an FSDP2 root: they would each shard the one weight."""
+    message, whole = pools(4).run(cases.split_error, cases.pp_text(2, dualpipev=True, sharding=2, stage=2), 4, True)[0]
+    assert message.startswith("hybrid_configs.sharding_degree 2 with a V placement (ScheduleDualPipeV) and a tied "
+                              "weight (model.embed_tokens.weight is lm_head.weight)") and whole
 
 
 @pytest.fixture(scope="module")

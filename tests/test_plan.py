@@ -122,21 +122,19 @@ def test_the_search_for_70b_on_1024_gpus_takes_under_10_seconds():
     assert time.perf_counter() - start < 10 and result.candidates and result.searched > 1000
 
 
-def test_tied_embeddings_keep_pp_at_1_and_a_vocabulary_mp_does_not_divide_keeps_mp_at_1():
-    tied = {**LLAMA2_7B, "tie_word_embeddings": True}
-    result = strategy.plan(tied, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64, top=20)
-    assert result.candidates and all(c.degrees["pp"] == 1 for c in result.candidates)
-    assert any(c["why"].startswith("pp with tied embeddings") for c in result.cut if "layouts" in c)
+def test_a_vocabulary_mp_does_not_divide_keeps_mp_at_1():
     odd_vocab = {**LLAMA2_7B, "vocab_size": 32001}
     result = strategy.plan(odd_vocab, gpus=8, gpu_memory=80e9, seq_len=4096, global_batch=64)
     assert all(c.degrees["mp"] == 1 for c in result.candidates)
 
 
-def test_a_tied_qwen2_5_3b_at_32k_tokens_is_offered_mp_and_never_cut_from_it_for_its_tied_head():
-    """Under mp the vocabulary-split embedding and head share each rank's block of the tied weight (issue 43)."""
-    result = strategy.plan(QWEN2_5_3B, gpus=8, gpu_memory=80e9, seq_len=32768, global_batch=64)
+def test_a_tied_qwen2_5_3b_at_32k_tokens_is_offered_mp_and_pp_and_never_cut_for_its_tied_head():
+    """Under mp the vocabulary-split embedding and head share each rank's block of the tied weight; under pp the first
+    and last stage each hold a copy (issue 43): nothing is cut for being tied (pp layouts fit, slower than cp's here)."""
+    result = strategy.plan(QWEN2_5_3B, gpus=8, gpu_memory=80e9, seq_len=32768, global_batch=64, top=200)
     assert any(c.degrees["mp"] > 1 for c in result.candidates)
-    assert all("tied" not in c["why"] or c["why"].startswith("pp with tied") for c in result.cut)
+    assert any(c.degrees["pp"] > 1 for c in result.candidates)
+    assert all("tied" not in c["why"] for c in result.cut)
 
 
 def test_a_cost_model_constant_that_is_not_positive_is_refused():

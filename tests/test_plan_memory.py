@@ -33,6 +33,7 @@ RUNS = [
     (2, "qwen2", BF16 + "recompute: true hybrid_configs { mp_degree: 2 mp_configs { sequence_parallel: true } }"),
     (2, "qwen2", "hybrid_configs { mp_degree: 2 }"),
     (2, "qwen2_tied", "hybrid_configs { mp_degree: 2 }"),  # the embedding's block, the head's too: counted once
+    (2, "qwen2_tied", PP),  # the last stage holds a copy of the tied weight, its gradient and its Adam state
     (2, "qwen2", BF16 + "hybrid_configs { dp_degree: 2 }"),
     (2, "qwen3_moe", "hybrid_configs { ep_degree: 2 }"),
     (2, "qwen3_moe", BF16 + "recompute: true hybrid_configs { ep_degree: 2 }"),

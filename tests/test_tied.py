@@ -1,12 +1,14 @@
-"""Tied embeddings under tensor parallelism (issue 43, mp > 1): the vocabulary-split embedding and LM head share one
-Parameter on each rank, and training, clipping, amp and checkpoints treat it as one weight, as one process does."""
+"""Tied embeddings (issue 43): under mp the vocabulary-split embedding and LM head share one Parameter on each rank;
+under pp the first and last stage's ranks each hold a copy, kept one weight; training, clipping, amp, sharding and
+checkpoints treat it as one weight, as one process does."""
 
 from __future__ import annotations
 
 import pytest
 
 import tp_tied_cases as cases
-from rank_helpers import PARITY_RTOL
+from rank_helpers import PARITY_ATOL, PARITY_RTOL
+from tp_pipeline_cases import pp_text
 
 PLAIN = (False, False, False)
 VARIANTS = {
@@ -79,3 +81,70 @@ def test_a_tied_weight_its_uses_would_split_differently_is_refused_by_name(pools
     message, untouched = pools(2).run(cases.refusal, 2, plan, bias)[0]
     assert expected in message and "untie them (e.g. tie_word_embeddings=False) or replicate both" in message
     assert untouched
+
+
+# Under pp the first stage's rank holds the embedding, the last stage's the head, each a copy of the tied weight; a V
+# (DualPipeV) puts both ends on pp rank 0, where they stay one Parameter.
+PIPELINES = {
+    "1f1b-llama": (2, pp_text(2), "llama"),
+    "1f1b-qwen2": (2, pp_text(2), "qwen2"),
+    "interleaved": (2, pp_text(2, virtual=2), "llama"),
+    "dualpipev": (2, pp_text(2, dualpipev=True), "qwen2"),
+    "mp2-pp2": (4, pp_text(2, mp=2), "qwen2"),
+    "pp2-sharding2-stage2": (4, pp_text(2, sharding=2, stage=2), "llama"),
+}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("variant", list(PIPELINES))
+def test_a_tied_model_pipelined_trains_and_evaluates_as_one_process(pools, variant):
+    """3 AdamW steps clipped at 1.0: losses, the global norm before clipping (the tied weight counted once) and the
+    whole state are one process's, both names of the tied weight equal; eval_batch's loss too."""
+    world, text, arch = PIPELINES[variant]
+    outs = pools(world).run(cases.pp_parity, text, arch, timeout=280)
+    out = outs[0]
+    assert out["losses"] == pytest.approx(out["ref_losses"], rel=PARITY_RTOL)
+    assert out["norms"] == pytest.approx(out["ref_norms"], rel=PARITY_RTOL)
+    assert min(out["ref_norms"]) > 1.0  # the clip acted on every step
+    assert out["eval"] == pytest.approx(out["ref_eval"], rel=PARITY_RTOL)
+    if variant == "dualpipev":  # stage 0 and 3 on pp rank 0: one Parameter, no copies
+        assert outs[0]["one_parameter"] and all(c is None for o in outs for c in o["copies"].values())
+    else:
+        first = next(o for o in outs if 0 in o["stages"])
+        last = next(o for o in outs if 0 not in o["stages"])
+        assert first["copies"] == {"model.embed_tokens.weight": ("model.embed_tokens.weight", True)}
+        assert last["copies"] == {"lm_head.weight": ("model.embed_tokens.weight", False)}
+
+
+def _equal(actual: dict, expected: dict, rtol: float = 0, atol: float = 0) -> None:
+    assert actual.keys() == expected.keys()
+    for name, value in expected.items():
+        cases.close(actual[name], value, name, rtol, atol)
+
+
+SAVED_ONCE = ["model.model.embed_tokens.weight", "optimizer.state.model.embed_tokens.weight.exp_avg",
+              "optimizer.state.model.embed_tokens.weight.exp_avg_sq", "optimizer.state.model.embed_tokens.weight.step"]
+
+
+@pytest.mark.timeout(300)
+def test_a_tied_model_saved_at_pp2_x_mp2_loads_in_one_process_bit_equal_and_steps_as_one_process(pools, tmp_path):
+    """The tied weight and its Adam state once, under the embedding's name; loaded in one process the whole state is
+    the saved one bit for bit, and the 4th step there is the pipeline's 4th step."""
+    path = str(tmp_path / "ckpt")
+    saved = pools(4).run(cases.pp_checkpoint, pp_text(2, mp=2), path, save_at=3, timeout=280)[0]
+    assert saved["keys"] == SAVED_ONCE
+    loaded = pools(1).run(cases.pp_checkpoint, cases.ONE_PROCESS, path, save_at=None, load=True, timeout=200)[0]
+    _equal(loaded["loaded"], saved["saved"])
+    _equal(loaded["after"], saved["after"], PARITY_RTOL, PARITY_ATOL)
+
+
+@pytest.mark.timeout(300)
+def test_a_tied_model_saved_in_one_process_resumes_at_pp2_as_one_process_continues(pools, tmp_path):
+    """Both copies and the last stage's copy's Adam state come from the one weight saved: the 4th step at pp 2 is one
+    process's 4th step."""
+    path = str(tmp_path / "ckpt")
+    one = pools(1).run(cases.pp_checkpoint, cases.ONE_PROCESS, path, save_at=3, timeout=200)[0]
+    assert one["keys"] == SAVED_ONCE
+    resumed = pools(2).run(cases.pp_checkpoint, pp_text(2), path, save_at=None, load=True, timeout=280)[0]
+    _equal(resumed["loaded"], one["saved"])
+    _equal(resumed["after"], one["after"], PARITY_RTOL, PARITY_ATOL)

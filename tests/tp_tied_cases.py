@@ -1,4 +1,5 @@
-"""Rank-side: Hugging Face models whose LM head is tied to the embedding (tie_word_embeddings), under mp."""
+"""Rank-side: Hugging Face models whose LM head is tied to the embedding (tie_word_embeddings), under mp, pp (every
+schedule: each end's rank a copy of the weight, or one rank both) and sharding."""
 
 from __future__ import annotations
 
@@ -10,21 +11,22 @@ from torch import nn
 
 import parallel
 import strategy
-from rank_helpers import PARITY_ATOL, PARITY_RTOL, close, count_collectives, init, make_strategy, \
-    train_beside_one_process
+from parallel.pipeline import next_token_loss
+from rank_helpers import ADAMW_EPS, PARITY_ATOL, PARITY_RTOL, close, count_collectives, data_mean, init, \
+    make_strategy, match_one_process, train_beside_one_process
 
 VOCAB, SEQ, ROWS, PAD = 128, 16, 2, 0
 FUSED = (True, False, True)  # mp_async_allreduce, mp_fused_linear_param_grad_add: the head accumulates into main_grad
 SYNC = {"sync_param": True, "sync_grad": True, "sync_moment": True, "sync_mode": "average"}
 
 
-def tied_model(arch: str, *, pad: bool = False, tied: bool = True):
+def tied_model(arch: str, *, pad: bool = False, tied: bool = True, layers: int = 2):
     """A tiny Llama or Qwen2, its head tied to the embedding; `pad`: a pad token (the embedding's padding_idx)."""
     import transformers
 
     config_cls, model_cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
                              "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM)}[arch]
-    config = config_cls(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    config = config_cls(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                         tie_word_embeddings=tied, pad_token_id=PAD if pad else None)
     torch.manual_seed(0)
@@ -193,3 +195,91 @@ def refusal(world: int, plan: dict[str, str] | str, bias: bool) -> tuple[str, bo
     except strategy.StrategyError as e:
         return str(e), [type(m) for m in model.modules()] == before
     raise AssertionError("no error")
+
+
+def pp_parity(text: str, arch: str = "llama", *, steps: int = 3, clip: float | None = 1.0, layers: int = 4) -> dict:
+    """train_batch beside one process running the same micro-batches (AdamW, clipped at `clip`): losses, clipped norms
+    and the whole state (both names of the tied weight, equal); then eval_batch's loss on a new batch. Where this rank
+    holds one end, its copy is marked; where it holds both, the two uses are one Parameter."""
+    from parallel.topology.tied_mark import tied_copy
+
+    hcg = init(strategy.loads(text))
+    p = hcg.resolved.pipeline
+    reference = tied_model(arch, layers=layers)
+    model = parallel.parallelize(copy.deepcopy(reference))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3, eps=ADAMW_EPS),
+                                           max_grad_norm=clip)
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3, eps=ADAMW_EPS)
+    rows = p.micro_batch_size * p.accumulate_steps
+    out: dict = {"losses": [], "ref_losses": [], "norms": [], "ref_norms": []}
+
+    def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = _rows(step, rows * hcg.data_size)[0]
+        return ids, ids[hcg.data_rank * rows:(hcg.data_rank + 1) * rows]
+
+    def ref_loss(ids: torch.Tensor, backward: bool) -> float:
+        total = 0.0
+        for chunk in ids.chunk(p.accumulate_steps * hcg.data_size):  # every data rank's micro-batches, averaged
+            loss = next_token_loss(reference(input_ids=chunk).logits, chunk) / (p.accumulate_steps * hcg.data_size)
+            if backward:
+                loss.backward()
+            total += float(loss)
+        return total
+
+    for step in range(steps):
+        ids, mine = batch(step)
+        out["losses"].append(data_mean(model.train_batch((mine, mine), opt), hcg))
+        out["ref_losses"].append(ref_loss(ids, True))
+        if clip:
+            out["norms"].append(float(opt.last_grad_norm))
+            out["ref_norms"].append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)))
+        ref_opt.step()
+        ref_opt.zero_grad()
+    full = match_one_process(model, reference)
+    assert torch.equal(full["lm_head.weight"], full["model.embed_tokens.weight"])
+    parallel.check_replicas(model, grads=False)
+    ids, mine = batch(steps)
+    with torch.no_grad():
+        out["eval"], out["ref_eval"] = data_mean(model.eval_batch((mine, mine)), hcg), ref_loss(ids, False)
+    copies = {n: tied_copy(q) for n, q in model.named_parameters(remove_duplicate=False) if "embed" in n or "lm_head" in n}
+    out["copies"] = {n: (c.key, c.primary) if c else None for n, c in copies.items()}
+    out["stages"] = list(model.stage_ids)
+    out["one_parameter"] = model.first and model.last and model.lm_head.weight is model.model.embed_tokens.weight
+    return out
+
+
+ONE_PROCESS = "hybrid_configs { dp_degree: 1 }"
+
+
+def pp_checkpoint(text: str, path: str, *, save_at: int | None, load: bool = False, steps: int = 4) -> dict:
+    """`steps` AdamW steps (clipped at 1.0) of a tied Qwen2 at `text`, one process (dp 1) or a pipeline, on 4 rows a
+    step as 4 micro-batches: saved after step `save_at`, or first loaded from `path` (`load`: the steps from the
+    checkpoint's on). Returns the gathered state after the save or the load, and after the last step."""
+    hcg = init(strategy.loads(text))
+    model = parallel.parallelize(tied_model("qwen2", pad=True))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3, eps=ADAMW_EPS),
+                                           max_grad_norm=1.0)
+    out: dict = {}
+    first = 0
+    if load:
+        first = parallel.load(path, model, opt).step
+        out["loaded"] = parallel.full_state_dict(model)
+    for step in range(first, steps):
+        ids = _rows(step, 4)[0]
+        if hcg.pp_size > 1:
+            model.train_batch((ids, ids), opt)
+        else:  # the pipeline's micro-batches, their losses averaged
+            for chunk in ids.chunk(4):
+                (next_token_loss(model(input_ids=chunk).logits, chunk) / 4).backward()
+            opt.step()
+            opt.zero_grad()
+        if step + 1 == save_at:
+            parallel.save(path, model, opt, step=save_at)
+            out["saved"] = parallel.full_state_dict(model)
+    out["after"] = parallel.full_state_dict(model)
+    if save_at is not None:
+        from torch.distributed.checkpoint import FileSystemReader
+
+        out["keys"] = sorted(k for k in FileSystemReader(path).read_metadata().state_dict_metadata
+                             if "embed" in k or "lm_head" in k)
+    return out

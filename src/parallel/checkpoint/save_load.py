@@ -29,6 +29,7 @@ from ..tensor.shards import SHARD_DIM
 from .placements import as_global
 from ..topology.groups import AXES, HybridGroup, current
 from ..topology.guard import guard
+from ..topology.tied_mark import tied_copy
 
 __all__ = ["MARKER", "Checkpoint", "PendingSave", "begin_save", "full_state_dict", "load", "save"]
 
@@ -63,17 +64,24 @@ def _as_dtensor(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -
 def _model_state(model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
     """The model's tensors as DTensors; a tied weight once, under its first name (the embedding's), as its optimizer
     state is: its other names (`_aliases`) hold the same tensor."""
-    params = dict(model.named_parameters())
+    params = dict(model.named_parameters(remove_duplicate=False))
     aliases = _aliases(model)
-    return {name: _as_dtensor(t.detach(), params.get(name), hcg) for name, t in model.state_dict().items()
-            if name not in aliases}
+    out: dict[str, Any] = {}
+    for name, t in model.state_dict().items():  # (the last stage's copy of a weight tied across stages: its first name)
+        out.setdefault(aliases.get(name, name), _as_dtensor(t.detach(), params.get(name), hcg))
+    return out
 
 
 def _aliases(model: nn.Module) -> dict[str, str]:
     """Each other name of a tied weight (`lm_head.weight`), with the name it is saved under (`model.embed_tokens.weight`,
-    the one `named_parameters()` gives)."""
-    first = {id(p): n for n, p in model.named_parameters()}
+    the one `named_parameters()` gives, or under a pipeline the first stage's name of it: pipeline/tied.py)."""
+    first = {id(p): _first_name(n, p) for n, p in model.named_parameters()}
     return {n: first[id(p)] for n, p in model.named_parameters(remove_duplicate=False) if first[id(p)] != n}
+
+
+def _first_name(name: str, p: torch.Tensor) -> str:
+    copy = tied_copy(p)
+    return copy.key if copy is not None else name
 
 
 def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
@@ -82,6 +90,7 @@ def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict
     masters = getattr(optimizer, "_master", {})
     out: dict[str, Any] = {}
     for name, p in model.named_parameters():
+        name = _first_name(name, p)  # (the last stage's copy of a weight tied across stages: Adam's state once)
         owner = masters.get(p, p)
         for key, value in inner.state.get(owner, {}).items():
             if not torch.is_tensor(value):
@@ -402,7 +411,7 @@ def _forget(optimizer: Any, params: list[Any]) -> None:
 def _has_loaded_state(owner: Any, optimizer: Any, model: nn.Module, loaded: dict[str, Any]) -> bool:
     """Whether the checkpoint held state for the optimizer's parameter `owner` (a model parameter or its master)."""
     masters = getattr(optimizer, "_master", {})
-    names = [n for n, p in model.named_parameters() if masters.get(p, p) is owner]
+    names = [_first_name(n, p) for n, p in model.named_parameters() if masters.get(p, p) is owner]
     return any(k.startswith(f"state.{n}.") for n in names for k in loaded)
 
 

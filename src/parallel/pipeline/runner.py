@@ -25,6 +25,7 @@ from ..topology.guard import guard
 from .chunks import chunk_for, is_hugging_face_decoder
 from .evaluation import ForwardOnlyV, needs_forward_only_v
 from .split import Cut, chunk_blocks, cut, prune, skeleton
+from .tied import tie_across_stages
 
 __all__ = ["LossFn", "PipelineModel", "check_cut", "next_token_loss", "pipeline_stages", "split_model"]
 
@@ -54,8 +55,15 @@ def check_cut(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[range]]:
                 f"pipeline does not carry {axis}'s global positions and shifted labels between stages yet; set one "
                 "of them to 1", field=f"hybrid_configs.{axis}_degree")
     c = cut(model)
-    num_stages = hcg.pp_size * hcg.resolved.pipeline.virtual_pp_degree
-    return c, chunk_blocks(c.size, num_stages, f"{type(model).__name__}.{c.blocks}")
+    settings = hcg.resolved.pipeline
+    if c.tied and hcg.sharding_size > 1 and settings.pp_rank_of(0) == settings.pp_rank_of(settings.num_stages - 1):
+        # Each chunk is an FSDP2 root of its own: the V's first and last chunk would each shard the one Parameter.
+        first, last = c.tied[0]
+        raise StrategyError(
+            f"hybrid_configs.sharding_degree {hcg.sharding_size} with a V placement ({settings.schedule}) and a tied "
+            f"weight ({first} is {last}): the first and last stage's chunks on pp rank 0 would each shard it; use "
+            "another schedule_mode (1F1B, interleaved), or sharding_degree 1", field="hybrid_configs.sharding_degree")
+    return c, chunk_blocks(c.size, settings.num_stages, f"{type(model).__name__}.{c.blocks}")
 
 
 def split_model(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[nn.Module], tuple[int, ...]]:
@@ -63,7 +71,10 @@ def split_model(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[nn.Module
     c, ranges = check_cut(model, hcg)
     num_stages = len(ranges)
     mine = pipeline_stages(hcg)
-    prune(model, c, {i for s in mine for i in ranges[s]}, 0 in mine, num_stages - 1 in mine)
+    first, last = 0 in mine, num_stages - 1 in mine
+    prune(model, c, {i for s in mine for i in ranges[s]}, first, last)
+    if first != last:  # one end: its copy of each tied weight (both ends on one rank keep one Parameter)
+        tie_across_stages(model, c.tied, hcg, first=first)
     chunks = [chunk_for(skeleton(model, c, ranges[s], s == 0, s == num_stages - 1)) for s in mine]
     return c, chunks, mine
 

@@ -3,6 +3,7 @@
 The blocks of the model's largest ModuleList are cut into contiguous chunks; what the model registers before the
 blocks (embeddings) lives with the first chunk, what it registers after them (final norm, head) with the last,
 and modules without parameters (rotary embeddings, a loss) everywhere. A module another stage owns is set to None.
+A weight the two ends share (tied embeddings) is listed in `Cut.tied`; tied.py keeps its two copies one weight.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ class Cut(NamedTuple):
     size: int  # how many blocks
     before: tuple[str, ...]  # qualified names of modules with parameters registered before the blocks
     after: tuple[str, ...]  # ... and after them
+    # Weights tied across the ends (an LM head sharing the embedding's): (the first stage's name, the last stage's).
+    tied: tuple[tuple[str, str], ...] = ()
 
 
 def cut(model: nn.Module) -> Cut:
     """The model's blocks and the modules around them.
 
     Raises:
-        StrategyError: the model has no ModuleList of blocks, or a weight is shared between the first and the
-            last stage's modules (tied embeddings): both before anything changes.
+        StrategyError: the model has no ModuleList of blocks, before anything changes.
     """
     found = largest_module_list(model)
     if found is None:
@@ -55,18 +57,14 @@ def cut(model: nn.Module) -> Cut:
             if child is not None and any(True for _ in child.parameters()):
                 (after if seen else before).append(prefix + child_name)
         parent, prefix = getattr(parent, part), f"{prefix}{part}."
-    _refuse_tied(model, before, after)
-    return Cut(name, len(blocks), tuple(before), tuple(after))
+    return Cut(name, len(blocks), tuple(before), tuple(after), _tied(model, before, after))
 
 
-def _refuse_tied(model: nn.Module, before: list[str], after: list[str]) -> None:
+def _tied(model: nn.Module, before: list[str], after: list[str]) -> tuple[tuple[str, str], ...]:
+    """Each weight held both by a module of the first stage and one of the last, as (its name there, its name here)."""
     first = {id(p): f"{m}.{n}" for m in before for n, p in model.get_submodule(m).named_parameters()}
-    for m in after:
-        for n, p in model.get_submodule(m).named_parameters(remove_duplicate=False):
-            if id(p) in first:
-                raise StrategyError(
-                    f"{FIELD} > 1 puts {first[id(p)]} on the first stage and {m}.{n} on the last, but they are one tied "
-                    "weight; untie them (Hugging Face: tie_word_embeddings=False) to pipeline this model", field=FIELD)
+    return tuple((first[id(p)], f"{m}.{n}") for m in after
+                 for n, p in model.get_submodule(m).named_parameters(remove_duplicate=False) if id(p) in first)
 
 
 def chunk_blocks(count: int, chunks: int, where: str) -> list[range]:

@@ -109,6 +109,11 @@ class HybridGroup:
     expert_data_mesh: DeviceMesh | None = None
     # This rank's model-parallel random stream at mp_degree > 1 (tensor_init_seed; `parallel.model_parallel_rng()`).
     mp_rng: ModelParallelRNG | None = None
+    # The embedding group (Megatron's name; Paddle's shared-weight group): the ranks of this pp group's first and last
+    # stage, which hold the two copies of a weight tied across stages (an LM head sharing the embedding's), the first
+    # stage's rank first. None on the other ranks, at pp_degree 1, and where one rank holds both stages (a V).
+    embedding_group: dist.ProcessGroup | None = None
+    embedding_ranks: tuple[int, ...] = ()
 
     @property
     def data_rank(self) -> int:
@@ -206,9 +211,32 @@ def init(
     mesh = DeviceMesh.from_group([mine[f"{a}_group"] for a in order], device_type, mesh=rank_grid, mesh_dim_names=order)
     if resolved.experts.ep_degree > 1:
         mine.update(_expert_groups(resolved, rank, timeout, device_type, layout["mp"]))
+    mine.update(_embedding_groups(resolved, layout["pp"], mine["pp_group"], rank, timeout))
     mp_rng = seed_streams(resolved, mp_rank=mine["mp_rank"], pp_rank=mine["pp_rank"], pp_size=mine["pp_size"])
     _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, mesh=mesh, mp_rng=mp_rng, **mine)
     return _STATE.current
+
+
+def _embedding_groups(resolved: Resolved, pp_groups: list[list[int]], pp_group: dist.ProcessGroup, rank: int,
+                      timeout: datetime.timedelta | None) -> dict[str, Any]:
+    """This rank's embedding group (see HybridGroup): per pp group, its first and its last stage's ranks; at pp_degree
+    2 they are the pp group itself, which is reused."""
+    p = resolved.pipeline
+    if p.pp_degree == 1:
+        return {}
+    first, last = p.pp_rank_of(0), p.pp_rank_of(p.num_stages - 1)
+    if first == last:  # a V: stage 0 and the last stage on pp rank 0, one Parameter, nothing to exchange
+        return {}
+    pairs = [[ranks[first], ranks[last]] for ranks in pp_groups]
+    out: dict[str, Any] = {}
+    for ranks, pair in zip(pp_groups, pairs):
+        group = pp_group if len(ranks) == 2 and rank in ranks else None
+        if len(ranks) > 2:  # every rank makes every group, in the same order
+            group = dist.new_group(sorted(pair), timeout=timeout)
+            _STATE.groups.append(group)
+        if rank in pair:
+            out = {"embedding_group": group, "embedding_ranks": tuple(pair)}
+    return out
 
 
 def _init_default_group(backend: str, timeout: datetime.timedelta | None) -> None:

@@ -2,9 +2,9 @@
 
 Each rank holds only its shard of a split weight, so a per-rank `clip_grad_norm_` sees a different, too
 small norm and ranks drift apart. Here a sharded parameter's norm sums its shards over the mp group, a
-replicated one counts once, and dp replicas (whose gradients are already averaged) are not counted twice; a
-gradient FSDP2 shards over the sharding group sums its shards there too, and pipeline stages combine theirs:
-the result is what `torch.nn.utils.clip_grad_norm_` returns on the unparallelised model, on every rank.
+replicated one counts once, and dp replicas (whose gradients are already averaged) are not counted twice, nor is
+the last stage's copy of a weight tied across pipeline stages; a gradient FSDP2 shards over the sharding group sums
+its shards there too, and pipeline stages combine theirs: the result is what `torch.nn.utils.clip_grad_norm_` returns on the unparallelised model, on every rank.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch.distributed as dist
 
 from ..tensor.shards import is_sharded
 from ..topology.experts_mark import is_expert
+from ..topology.tied_mark import is_tied_replica
 from ..topology.dtensors import is_data_sharded, local
 from ..topology.groups import HybridGroup
 from ..topology.guard import guard
@@ -33,6 +34,8 @@ def global_grad_norm(grads: Sequence[tuple[torch.Tensor, torch.Tensor]], hcg: Hy
     # group (each rank holds a block), and FSDP2 shards a block over moe_sharding: their norms combine there.
     kinds: dict[tuple[str, ...], list[torch.Tensor]] = {}
     for p, g in grads:
+        if is_tied_replica(p):  # the last stage's copy of a weight tied across stages: the first stage's counts it
+            continue
         expert = is_expert(p)
         split = (("mp",) if is_sharded(p) else ()) + (("ep",) if expert else ())
         if is_data_sharded(p):

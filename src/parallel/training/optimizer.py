@@ -14,7 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..pipeline.tied import sum_tied_grads
 from ..topology.experts_mark import is_expert
+from ..topology.tied_mark import is_tied_copy
 from ..tensor.grads import grad_of
 from ..tensor.partial import sum_partial_grads
 from ..tensor.sequence import sum_sequence_parallel_grads
@@ -42,7 +44,8 @@ class HybridParallelOptimizer:
     gradient merge's other micro-steps reduce nothing): when `backward()` returns the gradients are averaged.
 
     step() (clip_grad_norm_ does 1-2 early, to clip the final gradient):
-      1. sum the gradients of sequence-parallel parameters over the mp group (mark_sequence_parallel), then
+      1. sum the gradients of sequence-parallel parameters over the mp group (mark_sequence_parallel) and of a
+         weight tied across pipeline stages over the embedding group (pipeline/tied.py), then
          average over the dp group what the backward did not (main_grad, unused parameters; everything under a
          pipeline), one all-reduce per dtype, and sum over the sep or cp group (each rank's loss there is a share of
          the same rows);
@@ -227,7 +230,7 @@ class HybridParallelOptimizer:
         for p in self._model_params:
             g = grad_of(p)
             if g is None and p.requires_grad and (self.hcg.dp_size > 1 and not is_data_sharded(p) or split
-                                                  or is_expert(p)):
+                                                  or is_expert(p) or is_tied_copy(p)):
                 # Unused on this replica (a branch not taken, an expert no token chose): every rank must reduce the
                 # same buffers.
                 g = p.grad = torch.zeros_like(p)
@@ -236,6 +239,8 @@ class HybridParallelOptimizer:
         # Sequence-parallel parameters (norms in the region) saw only this rank's tokens: sum over the mp group.
         sum_sequence_parallel_grads(grads, self.hcg)
         sum_partial_grads(grads, self.hcg)  # norms per head after a column split: each rank's heads' part
+        # A weight tied across pipeline stages: each end's copy holds its use's gradient; both step with the sum.
+        sum_tied_grads(grads, self.hcg)
         if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already; experts are not replicas over dp
             done = self.dp_buckets.reduced if self.dp_buckets is not None else set()  # averaged during the backward
             all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p) and not is_expert(p) and p not in done],

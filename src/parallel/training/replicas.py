@@ -18,6 +18,7 @@ from ..topology.dtensors import local
 from ..topology.experts_mark import is_expert
 from ..topology.groups import SEQUENCE_AXES, HybridGroup, current
 from ..topology.guard import guard
+from ..topology.tied_mark import tied_copy
 
 __all__ = ["ReplicaMismatchError", "check_replicas"]
 
@@ -34,7 +35,8 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
     Across the mp group: every replicated parameter, and with `grads` its gradient (`main_grad` where present;
     not for sequence-parallel parameters, whose gradients are per-rank until summed). Across dp replicas: every
     parameter, sharded ones included (gradients differ there until they are averaged in the step). Parameters
-    FSDP2 shards over the sharding group are compared shard by shard (the sharding group holds no replicas). Call it
+    FSDP2 shards over the sharding group are compared shard by shard (the sharding group holds no replicas). A weight tied
+across pipeline stages is compared between the first and the last stage's copies (the embedding group). Call it
     between steps, every N steps; it costs two all-reduces per group. Returns how many tensors it compared (0 when
     this rank has no replicas), so a caller can say that the check passed and what it covered.
     """
@@ -53,6 +55,10 @@ def check_replicas(model: nn.Module, *, grads: bool = True, atol: float = 0.0, h
             checks.append((axis, f"{axis} replicas", [(n, p.detach()) for n, p in named if not is_expert(p)]))
     if hcg.edp_size > 1:
         checks.append(("edp", "expert replicas", [(n, p.detach()) for n, p in named if is_expert(p)]))
+    # A weight tied across pipeline stages: the last stage's copy is a replica of the first's (in the first's order).
+    tied = sorted(((c.key, p.detach()) for _, p in named if (c := tied_copy(p)) is not None), key=lambda kv: kv[0])
+    if tied and hcg.embedding_group is not None:
+        checks.append(("embedding", "first and last stage's copies", tied))
     for axis, what, values in checks:
         if values:
             _compare(values, axis, what, atol, hcg)

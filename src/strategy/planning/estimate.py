@@ -109,8 +109,8 @@ def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> M
     for part in shape.parts():
         n = part.numel / (mp if part.mp else 1)
         count: float
-        if part.where == "embed":
-            count = 1 if first else 0
+        if part.where == "embed":  # a tied head is the embedding's weight: the last stage holds a copy of its own
+            count = 1 if first or (last and shape.tied) else 0
         elif part.where == "head":
             count = 1 if last else 0
         elif part.name in ("router", "experts"):
@@ -150,7 +150,7 @@ def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> M
     if sharding > 1:  # FSDP2's gathered weights during the step, in the compute dtype: at stage 3 two blocks (one
         # prefetched) and the root (embedding, final norm and head, never resharded), else all of them
         ends = sum(p.numel / (mp if p.mp else 1) for p in shape.parts()
-                   if (p.where == "embed" and first) or (p.where == "head" and last))
+                   if (p.where == "embed" and (first or (last and shape.tied))) or (p.where == "head" and last))
         block = (dense + norms - ends) / max(1, layers)
         items["gathered weights (FSDP2)"] = compute * (2 * block + ends if r.sharding.stage == 3 else dense + norms)
         merge = getattr(getattr(r, "gradient_merge", None), "k_steps", 1)

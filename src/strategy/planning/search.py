@@ -209,9 +209,6 @@ def _layouts(shape: ModelShape, gpus: int, per_node: int, seq_len: int):
 
 
 def _why_not(shape: ModelShape, d: dict[str, int], per_node: int, seq_len: int, heads_ok: bool) -> str:
-    if shape.tied and d["pp"] > 1:  # (under mp the embedding and the head share each rank's block of the weight)
-        return ("pp with tied embeddings (the LM head shares the embedding's weight, and the pipeline refuses a weight "
-                "on two stages; untie them: tie_word_embeddings false)")
     if d["mp"] > 1 and not heads_ok:
         return (f"mp does not divide the heads ({shape.heads} query, {shape.kv_heads} key/value): each rank needs "
                 "whole heads")
