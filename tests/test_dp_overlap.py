@@ -4,6 +4,7 @@ the gradients are the dp average; gradient merge's other micro-steps reduce noth
 from __future__ import annotations
 
 import pytest
+import torch
 
 import tp_dp_cases as cases
 
@@ -28,3 +29,8 @@ def test_small_buckets_start_one_after_another_during_the_backward(pools):
     assert r["buckets"] > 4
     for starts in r["starts"]:
         assert len(starts) == r["buckets"] and starts == sorted(starts) and starts[-1] > starts[0]
+
+
+def test_a_rank_whose_loss_reaches_no_parameter_still_joins_the_average_in_order(pools):
+    for r in pools(2).run(cases.one_rank_reaches_no_parameter):
+        assert torch.equal(r["weight"], r["expected"])

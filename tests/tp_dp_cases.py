@@ -88,3 +88,19 @@ def gradient_at_backward_end(text: str) -> dict:
         worst = max(worst, float((p.grad - mean).abs().max()))
     reduced = len(opt.dp_buckets.reduced) if opt.dp_buckets else 0
     return {"worst": worst, "reduced": reduced, "params": len(list(model.parameters()))}
+
+
+def one_rank_reaches_no_parameter() -> dict:
+    """dp 2: rank 0's loss reaches every parameter, rank 1's none (its backward fires no hook): both ranks start the
+    buckets in the same order (rank 1 in step()) and end with rank 0's gradient halved."""
+    hcg = init(strategy.loads("hybrid_configs { dp_degree: 2 }"))
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 2)
+    opt = parallel.HybridParallelOptimizer(torch.optim.SGD(layer.parameters(), lr=1.0))
+    before = layer.weight.detach().clone()
+    if hcg.dp_rank == 0:
+        layer(torch.ones(1, 4)).sum().backward()
+    else:
+        (torch.ones(1, requires_grad=True) * 2).sum().backward()
+    opt.step()
+    return {"weight": layer.weight.detach().clone(), "expected": before - 0.5}  # d(sum)/dW = 1, averaged: 0.5

@@ -21,11 +21,11 @@ BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default
 
 
 class _Bucket:
-    __slots__ = ("params", "waiting", "work", "flat", "started")
+    __slots__ = ("params", "ready", "work", "flat", "started")
 
     def __init__(self, params: list[nn.Parameter]) -> None:
         self.params = params
-        self.waiting = len(params)
+        self.ready: set[int] = set()  # ids of the parameters whose gradient this backward has produced
         self.work: dist.Work | None = None
         self.flat: torch.Tensor | None = None
         self.started: float | None = None  # perf_counter when its all-reduce was launched (bench/dp.py)
@@ -34,6 +34,11 @@ class _Bucket:
 class DpBuckets:
     """Post-accumulate-grad hooks on `params` (a model's dp-replicated parameters with `.grad`), grouped into buckets
     of about `bucket_bytes` in reverse order (the backward produces the last layers' gradients first).
+
+    Every rank launches the buckets in the same order (the collectives pair up by order): bucket k starts once its
+    gradients are ready and buckets 0..k-1 have started. A bucket some gradient of which this backward did not
+    produce (a parameter this rank's loss did not reach) starts at the backward's end with zeros for it, as
+    step() would have reduced it; a rank whose backward reached none of them starts them all in step() (`flush`).
 
     Args:
         params: the parameters to average over `group`, in registration (forward) order.
@@ -59,9 +64,10 @@ class DpBuckets:
             filled += p.numel() * p.element_size()
         if current:
             self.buckets.append(_Bucket(current))
-        self._of = {p: b for b in self.buckets for p in b.params}
-        self.reduced: set[nn.Parameter] = set()  # averaged in this update's backward; step() leaves them alone
-        self._queued = False
+        self._of = {id(p): b for b in self.buckets for p in b.params}
+        self.reduced: set[nn.Parameter] = set()  # averaged in this update; step() leaves them alone
+        self._next = 0  # the next bucket to start, in order
+        self._queued = False  # a backward of this update is running, its end will wait for the buckets
         self.backward_started: float | None = None
         self._handles = [p.register_post_accumulate_grad_hook(self._ready) for p in params]
 
@@ -74,32 +80,43 @@ class DpBuckets:
             for b in self.buckets:
                 b.started = None
             torch.autograd.Variable._execution_engine.queue_callback(self._finish)
-        bucket = self._of[p]  # type: ignore[index]
-        bucket.waiting -= 1
-        if bucket.waiting == 0:
-            self._launch(bucket)
+        self._of[id(p)].ready.add(id(p))
+        while self._next < len(self.buckets) and len(self.buckets[self._next].ready) == len(self.buckets[self._next].params):
+            self._launch(self.buckets[self._next])
 
     def _launch(self, bucket: _Bucket) -> None:
+        for p in bucket.params:
+            if p.grad is None:  # not reached by this rank's loss: its share of the average is zero
+                p.grad = torch.zeros_like(p)
         bucket.flat = _flatten_dense_tensors([p.grad for p in bucket.params])  # type: ignore[misc]
         bucket.started = time.perf_counter()
+        self._next += 1
         with guard("dp gradient all-reduce (overlapped with the backward)", self.group):
             bucket.work = dist.all_reduce(bucket.flat, group=self.group, async_op=True)
 
     def _finish(self) -> None:
-        """At the backward's end: wait for every launched bucket and put the average back; a bucket some gradient of
-        which never came (a parameter this backward did not reach) is left to step(), which reduces it in one piece."""
+        """At the backward's end (or in step(), see `flush`): start what has not started, in order, wait for every
+        bucket and put the averages back."""
+        while self._next < len(self.buckets):
+            self._launch(self.buckets[self._next])
         for bucket in self.buckets:
-            if bucket.work is not None:
-                with guard("dp gradient all-reduce (overlapped with the backward)", self.group):
-                    bucket.work.wait()
-                assert bucket.flat is not None
-                bucket.flat.div_(self.size)
-                grads = [p.grad for p in bucket.params]
-                for g, averaged in zip(grads, _unflatten_dense_tensors(bucket.flat, grads)):  # type: ignore[arg-type]
-                    g.copy_(averaged)  # type: ignore[union-attr]
-                self.reduced.update(bucket.params)
-            bucket.work, bucket.flat, bucket.waiting = None, None, len(bucket.params)
-        self._queued = False
+            assert bucket.work is not None and bucket.flat is not None
+            with guard("dp gradient all-reduce (overlapped with the backward)", self.group):
+                bucket.work.wait()
+            bucket.flat.div_(self.size)
+            grads = [p.grad for p in bucket.params]
+            for g, averaged in zip(grads, _unflatten_dense_tensors(bucket.flat, grads)):  # type: ignore[arg-type]
+                g.copy_(averaged)  # type: ignore[union-attr]
+            self.reduced.update(bucket.params)
+            bucket.work, bucket.flat = None, None
+            bucket.ready.clear()
+        self._next = 0
+
+    def flush(self) -> None:
+        """Before step() reduces: a rank whose last backward reached no bucketed parameter starts them all now (with
+        zeros), in the order every other rank started them during its backward."""
+        if not self.reduced:
+            self._finish()
 
     def starts(self) -> list[float]:
         """Seconds from the backward's first gradient to each bucket's launch, in launch order (the last update)."""
@@ -107,8 +124,9 @@ class DpBuckets:
         return sorted(b.started - t0 for b in self.buckets if b.started is not None)
 
     def clear(self) -> None:
-        """After the step: nothing reduced yet for the next update."""
+        """After the step's reduction: nothing reduced yet for the next update."""
         self.reduced.clear()
+        self._queued = False
 
     def remove(self) -> None:
         for handle in self._handles:

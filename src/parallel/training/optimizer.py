@@ -241,6 +241,8 @@ class HybridParallelOptimizer:
         sum_partial_grads(grads, self.hcg)  # norms per head after a column split: each rank's heads' part
         # A weight tied across pipeline stages: each end's copy holds its use's gradient; both step with the sum.
         sum_tied_grads(grads, self.hcg)
+        if self.dp_buckets is not None:
+            self.dp_buckets.flush()  # (a rank whose backward reached none of them starts them here, as the others did)
         if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already; experts are not replicas over dp
             done = self.dp_buckets.reduced if self.dp_buckets is not None else set()  # averaged during the backward
             all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p) and not is_expert(p) and p not in done],
