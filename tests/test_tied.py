@@ -92,14 +92,18 @@ PIPELINES = {
     "dualpipev": (2, pp_text(2, dualpipev=True), "qwen2"),
     "mp2-pp2": (4, pp_text(2, mp=2), "qwen2"),
     "pp2-sharding2-stage2": (4, pp_text(2, sharding=2, stage=2), "llama"),
+    "pp4": (4, pp_text(4), "qwen2"),  # the embedding groups are pairs of the pp groups' ranks
+    "1f1b-gradient-merge": (2, pp_text(2) + " gradient_merge: true gradient_merge_configs { k_steps: 2 avg: true }",
+                            "llama"),
 }
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("variant", list(PIPELINES))
 def test_a_tied_model_pipelined_trains_and_evaluates_as_one_process(pools, variant):
-    """3 AdamW steps clipped at 1.0: losses, the global norm before clipping (the tied weight counted once) and the
-    whole state are one process's, both names of the tied weight equal; eval_batch's loss too."""
+    """4 AdamW steps clipped at 1.0 (under gradient merge k 2, 2 updates): losses, the global norm before clipping (the
+    tied weight counted once) and the whole state are one process's, both names of the tied weight equal; eval_batch's
+    loss too."""
     world, text, arch = PIPELINES[variant]
     outs = pools(world).run(cases.pp_parity, text, arch, timeout=280)
     out = outs[0]
@@ -110,10 +114,11 @@ def test_a_tied_model_pipelined_trains_and_evaluates_as_one_process(pools, varia
     if variant == "dualpipev":  # stage 0 and 3 on pp rank 0: one Parameter, no copies
         assert outs[0]["one_parameter"] and all(c is None for o in outs for c in o["copies"].values())
     else:
-        first = next(o for o in outs if 0 in o["stages"])
-        last = next(o for o in outs if 0 not in o["stages"])
-        assert first["copies"] == {"model.embed_tokens.weight": ("model.embed_tokens.weight", True)}
-        assert last["copies"] == {"lm_head.weight": ("model.embed_tokens.weight", False)}
+        end = max(s for o in outs for s in o["stages"])
+        for o in outs:  # the first stage's rank, the last's, and those between (pp 4), which hold neither
+            assert o["copies"] == ({"model.embed_tokens.weight": ("model.embed_tokens.weight", True)} if 0 in o["stages"]
+                                   else {"lm_head.weight": ("model.embed_tokens.weight", False)} if end in o["stages"]
+                                   else {})
 
 
 def _equal(actual: dict, expected: dict, rtol: float = 0, atol: float = 0) -> None:
@@ -148,3 +153,22 @@ def test_a_tied_model_saved_in_one_process_resumes_at_pp2_as_one_process_continu
     resumed = pools(2).run(cases.pp_checkpoint, pp_text(2), path, save_at=None, load=True, timeout=280)[0]
     _equal(resumed["loaded"], one["saved"])
     _equal(resumed["after"], one["after"], PARITY_RTOL, PARITY_ATOL)
+
+
+@pytest.mark.timeout(240)
+def test_a_tied_model_at_sharding2_stage3_trains_as_one_process(pools):
+    """The embedding and the head share one Parameter in one FSDP2 unit (the root), gathered and reduced once."""
+    out = pools(2).run(cases.sharding_parity, 2, "qwen2", 3, timeout=200)[0]
+    assert out["losses"] == pytest.approx(out["ref_losses"], rel=PARITY_RTOL)
+    assert out["norms"] == pytest.approx(out["ref_norms"], rel=PARITY_RTOL)
+    assert min(out["ref_norms"]) > 1.0
+    assert out["units"] == ["FSDPQwen2ForCausalLM"]  # the root
+
+
+@pytest.mark.timeout(200)
+def test_pure_bf16_at_pp2_keeps_a_master_per_copy_and_check_replicas_compares_the_copies(pools):
+    outs = pools(2).run(cases.pp_bf16_and_replicas, pp_text(2), timeout=180)
+    for out in outs:
+        assert out["masters"] == 1 and out["dtype"] == "torch.bfloat16"
+        assert out["losses"][-1] < out["losses"][0]
+        assert out["error"].startswith("model.embed_tokens.weight differs across the first and last stage's copies")

@@ -197,10 +197,11 @@ def refusal(world: int, plan: dict[str, str] | str, bias: bool) -> tuple[str, bo
     raise AssertionError("no error")
 
 
-def pp_parity(text: str, arch: str = "llama", *, steps: int = 3, clip: float | None = 1.0, layers: int = 4) -> dict:
-    """train_batch beside one process running the same micro-batches (AdamW, clipped at `clip`): losses, clipped norms
-    and the whole state (both names of the tied weight, equal); then eval_batch's loss on a new batch. Where this rank
-    holds one end, its copy is marked; where it holds both, the two uses are one Parameter."""
+def pp_parity(text: str, arch: str = "llama", *, steps: int = 4, clip: float | None = 1.0, layers: int = 4) -> dict:
+    """train_batch beside one process running the same micro-batches (AdamW, clipped at `clip`; under gradient merge
+    the reference steps every k-th batch, on their mean): losses, clipped norms and the whole state (both names of the
+    tied weight, equal); then eval_batch's loss on a new batch. Where this rank holds one end, its copy is marked; where
+    it holds both, the two uses are one Parameter."""
     from parallel.topology.tied_mark import tied_copy
 
     hcg = init(strategy.loads(text))
@@ -211,6 +212,7 @@ def pp_parity(text: str, arch: str = "llama", *, steps: int = 3, clip: float | N
                                            max_grad_norm=clip)
     ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3, eps=ADAMW_EPS)
     rows = p.micro_batch_size * p.accumulate_steps
+    merge = hcg.resolved.gradient_merge.k_steps
     out: dict = {"losses": [], "ref_losses": [], "norms": [], "ref_norms": []}
 
     def batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -222,14 +224,16 @@ def pp_parity(text: str, arch: str = "llama", *, steps: int = 3, clip: float | N
         for chunk in ids.chunk(p.accumulate_steps * hcg.data_size):  # every data rank's micro-batches, averaged
             loss = next_token_loss(reference(input_ids=chunk).logits, chunk) / (p.accumulate_steps * hcg.data_size)
             if backward:
-                loss.backward()
-            total += float(loss)
+                (loss / merge).backward()
+            total += float(loss.detach())
         return total
 
     for step in range(steps):
         ids, mine = batch(step)
         out["losses"].append(data_mean(model.train_batch((mine, mine), opt), hcg))
         out["ref_losses"].append(ref_loss(ids, True))
+        if (step + 1) % merge:
+            continue  # gradient merge: the update comes on the k-th batch
         if clip:
             out["norms"].append(float(opt.last_grad_norm))
             out["ref_norms"].append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)))
@@ -283,3 +287,50 @@ def pp_checkpoint(text: str, path: str, *, save_at: int | None, load: bool = Fal
         out["keys"] = sorted(k for k in FileSystemReader(path).read_metadata().state_dict_metadata
                              if "embed" in k or "lm_head" in k)
     return out
+
+
+def sharding_parity(world: int, arch: str, stage: int) -> dict:
+    """3 AdamW steps clipped at 1.0 at sharding_degree `world` (stage `stage`) beside one process: the embedding and the
+    head in one FSDP2 unit (the root), one Parameter; losses, clipped norms and the whole state."""
+    s = make_strategy(1)
+    s.hybrid_configs.sharding_degree = world
+    s.hybrid_configs.sharding_configs.stage = stage
+    hcg = init(s)
+    reference = tied_model(arch)
+    model = parallel.parallelize(copy.deepcopy(reference))
+    from torch.distributed.fsdp import FSDPModule
+
+    weight = model.lm_head.weight
+    assert weight is model.model.embed_tokens.weight
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)
+             and any(fp.sharded_param is weight for fp in m._get_fsdp_state()._fsdp_param_group.fsdp_params)]
+    out = train_beside_one_process(hcg, model, reference, _rows, rows_per_rank=ROWS, lr=1e-3, split=False)
+    out["units"] = [type(m).__name__ for m in units]
+    return out
+
+
+def pp_bf16_and_replicas(text: str) -> dict:
+    """Pure bf16 at pp: each end's rank one fp32 master for its copy, the copies equal after 3 steps (check_replicas
+    compares them); then the last stage's copy nudged: check_replicas names the weight, on both ends."""
+    s = strategy.loads(text)
+    s.amp = True
+    s.amp_configs.use_pure_bf16 = True
+    s.amp_configs.dtype = "bfloat16"
+    init(s)
+    model = parallel.parallelize(tied_model("llama", layers=2))
+    model = parallel.cast_for_amp(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-2), max_grad_norm=1.0)
+    ids = _rows(0, 4)[0]
+    losses = [model.train_batch((ids, ids), opt) for _ in range(3)]
+    compared = parallel.check_replicas(model, grads=False)
+    (name, weight), = [(n, q) for n, q in model.named_parameters() if "embed" in n or "lm_head" in n]
+    masters = [m for q, m in opt._master.items() if q is weight]
+    if not model.first:
+        with torch.no_grad():
+            weight[0, 0] += 1
+    try:
+        parallel.check_replicas(model, grads=False)
+    except parallel.ReplicaMismatchError as e:
+        return {"losses": losses, "compared": compared, "masters": len(masters), "dtype": str(weight.dtype),
+                "error": str(e)}
+    raise AssertionError("no mismatch found")
