@@ -172,3 +172,15 @@ def test_pure_bf16_at_pp2_keeps_a_master_per_copy_and_check_replicas_compares_th
         assert out["masters"] == 1 and out["dtype"] == "torch.bfloat16"
         assert out["losses"][-1] < out["losses"][0]
         assert out["error"].startswith("model.embed_tokens.weight differs across the first and last stage's copies")
+
+
+@pytest.mark.timeout(300)
+def test_the_finetune_example_trains_its_tied_qwen2_at_mp2_x_pp2(pools):
+    """examples/strategies/pp2_mp2.prototxt (interleaved, 2 chunks a rank) with the example's tied Qwen2."""
+    from conftest import ROOT
+
+    results = pools(4).run(cases.finetune_example, str(ROOT / "examples" / "strategies" / "pp2_mp2.prototxt"), 3,
+                           timeout=280)
+    first = results[0]
+    assert [r["stages"] for r in results] == [[0, 2], [0, 2], [1, 3], [1, 3]]
+    assert all(r["losses"] == first["losses"] for r in results) and first["losses"][-1] < first["losses"][0]

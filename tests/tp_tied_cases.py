@@ -334,3 +334,26 @@ def pp_bf16_and_replicas(text: str) -> dict:
         return {"losses": losses, "compared": compared, "masters": len(masters), "dtype": str(weight.dtype),
                 "error": str(e)}
     raise AssertionError("no mismatch found")
+
+
+def finetune_example(path: str, steps: int) -> dict:
+    """examples/finetune_hf.py's tied Qwen2 (--model-type qwen2) and loop under the example strategy at `path`: this
+    rank's stages, the losses, and the copies of the tied weight equal after the steps (check_replicas)."""
+    import argparse
+    import importlib
+    import sys
+
+    from conftest import ROOT
+
+    sys.path.insert(0, str(ROOT / "examples"))
+    finetune = importlib.import_module("finetune_hf")
+    hcg = init(strategy.load(path))
+    model, _ = finetune.build_model(None, SEQ, "qwen2")
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    model = parallel.parallelize(model)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), max_grad_norm=1.0)
+    rows = hcg.resolved.pipeline.micro_batch_size * hcg.resolved.pipeline.accumulate_steps * hcg.data_size
+    args = argparse.Namespace(steps=steps, batch_size=rows, seq_len=SEQ)
+    data = torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0))
+    summary = finetune.train(model, opt, data, args, hcg, progress=False)
+    return {"losses": summary["losses"], "stages": list(model.stage_ids), "compared": parallel.check_replicas(model)}
