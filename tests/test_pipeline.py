@@ -130,3 +130,10 @@ def test_under_the_defaults_a_batch_of_another_length_is_refused_on_every_rank_n
     assert messages[0].startswith("this step's batch has shape [4, 24], the pipeline's stages were built for [4, 16] "
                                   "(pipeline_configs.p2p_cache_shape keeps the first step's shapes)")
     assert "pp_configs.enable_dynamic_shape: true" in messages[0] and "clear_every_step_cache: true" in messages[0]
+
+
+def test_dp2_x_pp2_with_the_dp_average_overlapped_trains_as_one_process(pools):
+    text = cases.pp_text(2, dp=2).replace("pp_configs {", "pp_configs { dp_comm_overlap: true", 1)
+    results = pools(4).run(cases.llama_parity, text, 3, 1.0, timeout=240)
+    _assert_parity(results[0])
+    assert all(r["overlapped"] > 0 for r in results)  # buckets started before the step, during the schedule

@@ -82,7 +82,7 @@ def test_resolved_pipeline_flattens_for_the_ranks_agreement():
     r = resolve(pipe(steps=4, dualpipev=True), 2)
     assert dataclasses.asdict(r)["pipeline"] == {
         "pp_degree": 2, "micro_batch_size": 1, "accumulate_steps": 4, "virtual_pp_degree": 2,
-        "schedule": "ScheduleDualPipeV", "placement": "v", "shapes": "fixed"}
+        "schedule": "ScheduleDualPipeV", "placement": "v", "shapes": "fixed", "dp_comm_overlap": False}
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.pipeline.accumulate_steps = 1  # type: ignore[misc]
 
@@ -235,9 +235,9 @@ def test_the_reference_gives_every_pp_configs_field_its_status():
     status = statuses("PpConfig")
     always_on = {"release_gradients", "overlap_p2p_comm"}
     implemented = {"use_dualpipev", "coll_nccl_config", "p2p_nccl_config", "virtual_pp_degree", "clear_every_step_cache",
-                   "enable_dynamic_shape"}
+                   "enable_dynamic_shape", "dp_comm_overlap"}
     no_effect = {"delay_scale_loss", "enable_timer", "profiling", "use_batch_p2p_comm"}
-    not_implemented = {"dp_comm_overlap", "sharding_comm_overlap", "best_unbalanced_scheduler",
+    not_implemented = {"sharding_comm_overlap", "best_unbalanced_scheduler",
                        "enable_offload_queue", "forward_backward_overlap_scheduler",
                        "shared_nccl_config", "sync_param", "sync_moment", "sync_mode"}
     assert {n for n, s in status.items() if s == "implemented, always on"} == always_on
@@ -266,9 +266,6 @@ def test_the_reference_says_when_pipeline_configs_take_effect():
 def test_what_paddle_users_set_for_pipelines_states_its_status_when_set(write):
     path, error = error_of(write, pipe(steps=4, pp_configs=("dp_comm_overlap: true", "sync_param: true")))
     assert str(error).splitlines() == [
-        f"{path}:4:5: hybrid_configs.pp_configs.dp_comm_overlap = true is not implemented by this project; the dp "
-        "all-reduce runs once per step in HybridParallelOptimizer.step, after the pipeline's last backward; leave it "
-        "false",
         f"{path}:5:5: hybrid_configs.pp_configs.sync_param = true is not implemented by this project; the two copies "
         "of a weight tied across stages (tied embeddings) never drift: each update sums their gradients over the "
         "embedding group (the first and last stage's ranks), so both take the same step from the same values; leave it "

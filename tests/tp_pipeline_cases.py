@@ -65,7 +65,8 @@ def llama_parity(text: str, steps: int = 3, clip: float | None = None, layers: i
     match_one_process(model, reference)
     names = sorted(n for n, _ in model.named_parameters())
     return {"losses": losses, "ref_losses": ref_losses, "norms": norms, "ref_norms": ref_norms,
-            "stages": list(model.stage_ids), "names": names, "schedule": p.schedule}
+            "stages": list(model.stage_ids), "names": names, "schedule": p.schedule,
+            "overlapped": opt.dp_buckets.overlapped if opt.dp_buckets is not None else 0}
 
 
 def batch_error(text: str, rows: int, lengths: tuple[int, ...] = (SEQ,)) -> str:

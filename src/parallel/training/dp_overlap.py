@@ -25,7 +25,7 @@ class _Bucket:
 
     def __init__(self, params: list[nn.Parameter]) -> None:
         self.params = params
-        self.ready: set[int] = set()  # ids of the parameters whose gradient this backward has produced
+        self.ready: set[int] = set()  # ids of the parameters whose gradient of this update is complete
         self.work: dist.Work | None = None
         self.flat: torch.Tensor | None = None
         self.started: float | None = None  # perf_counter when its all-reduce was launched (bench/dp.py)
@@ -46,11 +46,16 @@ class DpBuckets:
         reducing: asked at each gradient: whether this backward is the last of an update (gradient merge reduces
             only the merged sum, as DDP's `no_sync` does for the other micro-steps).
         bucket_bytes: the size a bucket fills up to (one parameter may exceed it alone).
+        micro_batches: under a pipeline (pp_configs.dp_comm_overlap), the backwards a step runs through each of this
+            rank's stages: a gradient is complete at its `micro_batches`-th; the step's end (`flush`, in step())
+            waits for the buckets instead of each backward's.
     """
 
     def __init__(self, params: list[nn.Parameter], group: dist.ProcessGroup, *, reducing: Callable[[], bool],
-                 bucket_bytes: int = BUCKET_BYTES) -> None:
+                 bucket_bytes: int = BUCKET_BYTES, micro_batches: int | None = None) -> None:
         self.group = group
+        self._micro_batches = micro_batches
+        self._seen: dict[int, int] = {}  # under a pipeline: each parameter's gradients so far this step
         self.size = dist.get_world_size(group)
         self._reducing = reducing
         self.buckets: list[_Bucket] = []
@@ -69,20 +74,28 @@ class DpBuckets:
         self._next = 0  # the next bucket to start, in order
         self._queued = False  # a backward of this update is running, its end will wait for the buckets
         self.backward_started: float | None = None
+        self.overlapped = 0  # buckets of the last update started while gradients were still coming (not at the end)
         self._handles = [p.register_post_accumulate_grad_hook(self._ready) for p in params]
 
     def _ready(self, p: torch.Tensor) -> None:
         if not self._reducing():
             return
-        if not self._queued:  # the first gradient of this backward: wait for the buckets when it ends
+        if not self._queued:  # the first gradient of this update: wait for the buckets when its backward ends
             self._queued = True
             self.backward_started = time.perf_counter()
+            self.overlapped = 0
             for b in self.buckets:
                 b.started = None
-            torch.autograd.Variable._execution_engine.queue_callback(self._finish)
+            if self._micro_batches is None:  # (a pipeline's backwards are one per micro-batch: step() waits)
+                torch.autograd.Variable._execution_engine.queue_callback(self._finish)
+        if self._micro_batches is not None:
+            self._seen[id(p)] = self._seen.get(id(p), 0) + 1
+            if self._seen[id(p)] < self._micro_batches:
+                return
         self._of[id(p)].ready.add(id(p))
         while self._next < len(self.buckets) and len(self.buckets[self._next].ready) == len(self.buckets[self._next].params):
             self._launch(self.buckets[self._next])
+            self.overlapped += 1
 
     def _launch(self, bucket: _Bucket) -> None:
         for p in bucket.params:
@@ -111,10 +124,12 @@ class DpBuckets:
             bucket.work, bucket.flat = None, None
             bucket.ready.clear()
         self._next = 0
+        self._seen.clear()
 
     def flush(self) -> None:
-        """Before step() reduces: a rank whose last backward reached no bucketed parameter starts them all now (with
-        zeros), in the order every other rank started them during its backward."""
+        """Before step() reduces: under a pipeline, wait for the buckets (and start those some gradient of which never
+        came); else a rank whose last backward reached no bucketed parameter starts them all now (with zeros), in the
+        order every other rank started them during its backward."""
         if not self.reduced:
             self._finish()
 

@@ -92,13 +92,16 @@ class HybridParallelOptimizer:
             broadcast_coalesced([p.detach() for p in self._model_params if is_expert(p)], hcg.edp_group)
         # The dp average overlapped with the backward, bucket by bucket (DDP's way), for what step() would average over
         # dp: not FSDP2's shards (it reduces them), not experts (their edp group), not main_grad (the fused layers
-        # accumulate there, past autograd's hooks: step() reduces it). A pipeline's stages reduce in step().
+        # accumulate there, past autograd's hooks: step() reduces it). A pipeline's stages reduce in step(), unless
+        # pp_configs.dp_comm_overlap starts each bucket at its last micro-batch's gradients.
         self.dp_buckets: DpBuckets | None = None
-        if hcg.dp_size > 1 and hcg.pp_size == 1:
+        pipeline = hcg.resolved.pipeline
+        if hcg.dp_size > 1 and (hcg.pp_size == 1 or pipeline.dp_comm_overlap):
             bucketed = [p for p in self._model_params if p.requires_grad and not is_data_sharded(p) and not is_expert(p)
                         and getattr(p, "main_grad", None) is None]
-            if bucketed:
-                self.dp_buckets = DpBuckets(bucketed, hcg.dp_group, reducing=lambda: not self.accumulating)
+            if bucketed:  # under a pipeline (pp_configs.dp_comm_overlap), at each stage's last micro-batch
+                self.dp_buckets = DpBuckets(bucketed, hcg.dp_group, reducing=lambda: not self.accumulating,
+                                            micro_batches=pipeline.accumulate_steps if hcg.pp_size > 1 else None)
         # Low-precision parameters are replaced inside the optimizer by fp32 masters it updates instead.
         self._master: dict[nn.Parameter, nn.Parameter] = {}
         self._synced_version: dict[nn.Parameter, int] = {}
@@ -236,13 +239,13 @@ class HybridParallelOptimizer:
                 g = p.grad = torch.zeros_like(p)
             if g is not None:
                 grads.append((p, g))
+        if self.dp_buckets is not None:  # the overlapped dp average complete (and put back) before the sums below
+            self.dp_buckets.flush()
         # Sequence-parallel parameters (norms in the region) saw only this rank's tokens: sum over the mp group.
         sum_sequence_parallel_grads(grads, self.hcg)
         sum_partial_grads(grads, self.hcg)  # norms per head after a column split: each rank's heads' part
         # A weight tied across pipeline stages: each end's copy holds its use's gradient; both step with the sum.
         sum_tied_grads(grads, self.hcg)
-        if self.dp_buckets is not None:
-            self.dp_buckets.flush()  # (a rank whose backward reached none of them starts them here, as the others did)
         if self.hcg.dp_size > 1:  # FSDP2 reduced the data-sharded ones already; experts are not replicas over dp
             done = self.dp_buckets.reduced if self.dp_buckets is not None else set()  # averaged during the backward
             all_reduce_coalesced([g for p, g in grads if not is_data_sharded(p) and not is_expert(p) and p not in done],

@@ -69,7 +69,9 @@ class PipelineSettings:
     follow batches of another shape (sequence length, micro-batch size): "fixed" (pipeline_configs.p2p_cache_shape,
     the default: the first step's shapes, another refused), "per_shape" (pp_configs.enable_dynamic_shape or
     p2p_cache_shape false: stages built for each new shape and kept) or "every_step" (pp_configs.
-    clear_every_step_cache: built anew each step). The defaults while pp_degree is 1, where nothing pipelines.
+    clear_every_step_cache: built anew each step). `dp_comm_overlap` (pp_configs): each bucket's dp all-reduce starts
+    once the step's last micro-batch produced its gradients, rather than after the step's last backward. The defaults
+    while pp_degree is 1, where nothing pipelines.
     """
 
     pp_degree: int = 1
@@ -79,6 +81,7 @@ class PipelineSettings:
     schedule: str = "Schedule1F1B"
     placement: str = "loop"
     shapes: str = "fixed"
+    dp_comm_overlap: bool = False
 
     @property
     def num_stages(self) -> int:
