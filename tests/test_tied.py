@@ -88,6 +88,7 @@ def test_a_tied_weight_its_uses_would_split_differently_is_refused_by_name(pools
 PIPELINES = {
     "1f1b-llama": (2, pp_text(2), "llama"),
     "1f1b-qwen2": (2, pp_text(2), "qwen2"),
+    "1f1b-qwen2-pad": (2, pp_text(2), "qwen2", {"pad": True}),  # the padding row: the head's gradient only
     "interleaved": (2, pp_text(2, virtual=2), "llama"),
     "dualpipev": (2, pp_text(2, dualpipev=True), "qwen2"),
     "mp2-pp2": (4, pp_text(2, mp=2), "qwen2"),
@@ -104,8 +105,8 @@ def test_a_tied_model_pipelined_trains_and_evaluates_as_one_process(pools, varia
     """4 AdamW steps clipped at 1.0 (under gradient merge k 2, 2 updates): losses, the global norm before clipping (the
     tied weight counted once) and the whole state are one process's, both names of the tied weight equal; eval_batch's
     loss too."""
-    world, text, arch = PIPELINES[variant]
-    outs = pools(world).run(cases.pp_parity, text, arch, timeout=280)
+    world, text, arch, *options = PIPELINES[variant]
+    outs = pools(world).run(cases.pp_parity, text, arch, timeout=280, **(options[0] if options else {}))
     out = outs[0]
     assert out["losses"] == pytest.approx(out["ref_losses"], rel=PARITY_RTOL)
     assert out["norms"] == pytest.approx(out["ref_norms"], rel=PARITY_RTOL)

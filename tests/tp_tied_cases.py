@@ -197,7 +197,8 @@ def refusal(world: int, plan: dict[str, str] | str, bias: bool) -> tuple[str, bo
     raise AssertionError("no error")
 
 
-def pp_parity(text: str, arch: str = "llama", *, steps: int = 4, clip: float | None = 1.0, layers: int = 4) -> dict:
+def pp_parity(text: str, arch: str = "llama", *, steps: int = 4, clip: float | None = 1.0, layers: int = 4,
+              pad: bool = False) -> dict:
     """train_batch beside one process running the same micro-batches (AdamW, clipped at `clip`; under gradient merge
     the reference steps every k-th batch, on their mean): losses, clipped norms and the whole state (both names of the
     tied weight, equal); then eval_batch's loss on a new batch. Where this rank holds one end, its copy is marked; where
@@ -206,7 +207,7 @@ def pp_parity(text: str, arch: str = "llama", *, steps: int = 4, clip: float | N
 
     hcg = init(strategy.loads(text))
     p = hcg.resolved.pipeline
-    reference = tied_model(arch, layers=layers)
+    reference = tied_model(arch, layers=layers, pad=pad)
     model = parallel.parallelize(copy.deepcopy(reference))
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3, eps=ADAMW_EPS),
                                            max_grad_norm=clip)

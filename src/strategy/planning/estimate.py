@@ -10,7 +10,8 @@ Model states, by what the runtime keeps (measured on it, tests/test_plan_memory.
   FSDP2 holds only during the step, counted under activations as the gathered weights).
 - mp splits q/k/v/gate/up by rows, o/down by columns, the embedding and LM head by vocabulary; norms and the router
   are whole on every mp rank. Experts are split over ep (each rank its block), and over moe_sharding when it is > 1
-  (FSDP2 again); pp keeps each stage's layers (the embedding with the first, the final norm and head with the last).
+  (FSDP2 again); pp keeps each stage's layers (the embedding with the first, the final norm and head with the last;
+  a head tied to the embedding is a copy of its weight there, with its own gradient and optimizer state).
 
 Activations: the bytes autograd saves for backward, per token of a rank and per decoder layer, counted with
 saved-tensor hooks on Hugging Face's Llama, Qwen2 and Qwen3-MoE (SDPA) as this runtime runs them and matched by these
