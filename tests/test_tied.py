@@ -87,12 +87,13 @@ def test_a_tied_weight_its_uses_would_split_differently_is_refused_by_name(pools
 # (DualPipeV) puts both ends on pp rank 0, where they stay one Parameter.
 PIPELINES = {
     "1f1b-llama": (2, pp_text(2), "llama"),
-    "1f1b-qwen2": (2, pp_text(2), "qwen2"),
     "1f1b-qwen2-pad": (2, pp_text(2), "qwen2", {"pad": True}),  # the padding row: the head's gradient only
     "interleaved": (2, pp_text(2, virtual=2), "llama"),
     "dualpipev": (2, pp_text(2, dualpipev=True), "qwen2"),
     "mp2-pp2": (4, pp_text(2, mp=2), "qwen2"),
     "pp2-sharding2-stage2": (4, pp_text(2, sharding=2, stage=2), "llama"),
+    "pp2-sharding2-stage1": (4, pp_text(2, sharding=2, stage=1), "qwen2"),
+    "pp2-sharding2-stage3": (4, pp_text(2, sharding=2, stage=3), "qwen2"),
     "pp4": (4, pp_text(4), "qwen2"),  # the embedding groups are pairs of the pp groups' ranks
     "1f1b-gradient-merge": (2, pp_text(2) + " gradient_merge: true gradient_merge_configs { k_steps: 2 avg: true }",
                             "llama"),
