@@ -47,6 +47,12 @@ def test_flag_equals_value_and_arithmetic():
     assert values("N=2\nG=8\nrun --nnodes=$N --nproc_per_node $((G*N/2))\n") == {"nnodes": "2", "nproc_per_node": "8"}
 
 
+def test_arithmetic_divides_as_bash_does_truncating_toward_zero():
+    # bash: $((-7/2)) is -3 and $((-7%2)) is -1 (C's division), where Python's // and % give -4 and 1
+    assert values("N=-7\nrun --a $((N/2)) --b $((-7/2)) --c $((7/-2)) --d $((7/2)) --e $((N%2)) --f $((7%-2))\n") == {
+        "a": "-3", "b": "-3", "c": "-3", "d": "3", "e": "-1", "f": "1"}
+
+
 def test_what_only_a_run_knows_is_unresolved_with_the_reason(write):
     imported = import_config(write("t.sh", 'CKPT=$1\nOUT="$(date)"\nrun --tensor-model-parallel-size 2 --save $CKPT '
                                            "--tensorboard-dir $OUT --data-cache-path $HOME/cache\n"))

@@ -142,4 +142,6 @@ TOOL = Tool(
     kind="accelerate", name="accelerate", sources=SOURCES, rules=RULES, leaves=_leaves, auto=True,
     scaler={"init_loss_scaling": 65536.0, "incr_every_n_steps": 2000, "decr_every_n_nan_or_inf": 1,
             "incr_ratio": 2.0, "decr_ratio": 0.5},  # torch.amp.GradScaler's defaults
+    size_one_replicates=True,  # parallelism_config.py: a parallelism_config of size 1 replicates over every process
+    fsdp_spans_cp=True,  # its FSDP2 mesh is dp_shard × cp
 )

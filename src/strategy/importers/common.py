@@ -91,6 +91,13 @@ class Tool:
     "filled in at launch" (DeepSpeed through the Trainer, accelerate); `finish` the tool's own rules, run by the
     planner after the shared ones (Paddle's trainers: their silent rules, the `*_parallel_config` words); `script`
     how the K-th training command of its launch scripts reads (`import_config(command=K)`).
+
+    What the planner says of the tool's own behaviour, where it differs from the others':
+    `sequence_parallel_at_tp1` what the tool does with sequence parallelism at tensor degree 1 (for the report);
+    `size_one_replicates` whether explicit data degrees of 1 and 1 replicate over every process instead;
+    `fsdp_by_default` whether its data parallelism is FSDP unless told otherwise, so that with cp it shards over the
+    cp ranks even where no data rank shards; `fsdp_spans_cp` whether its FSDP mesh spans the cp ranks too, which
+    sharding_degree here does not.
     """
 
     kind: str
@@ -103,6 +110,10 @@ class Tool:
     auto: bool = False
     finish: Callable[[Any], None] | None = None
     script: Callable[[str, str, int | None], list[Leaf]] | None = None
+    sequence_parallel_at_tp1: str = ""
+    size_one_replicates: bool = False
+    fsdp_by_default: bool = False
+    fsdp_spans_cp: bool = False
 
     def rule(self, key: str) -> Rule | None:
         return next((r for r in self.rules if r.matches(key)), None)

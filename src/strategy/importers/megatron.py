@@ -172,4 +172,5 @@ TOOL = Tool(
     kind="megatron", name="Megatron-LM", sources=SOURCES, rules=RULES, leaves=_leaves,
     scaler={"init_loss_scaling": 4294967296.0, "incr_every_n_steps": 1000, "decr_every_n_nan_or_inf": 2,
             "incr_ratio": 2.0, "decr_ratio": 0.5},
+    sequence_parallel_at_tp1="Megatron itself turns sequence parallelism off at tp 1",
 )

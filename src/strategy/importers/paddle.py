@@ -173,7 +173,13 @@ _NOT_HERE = "the trainer's, with no counterpart in the strategy"
 
 def common_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
     """Arguments both trainers spell alike and mean alike (`cite`: the tool's TrainingArguments source key; `trainer`:
-    the Trainer's source key, where amp and sharding stages are applied)."""
+    the Trainer's source key, where amp and sharding stages are applied), in the order they are matched: what maps,
+    the launcher's, what is refused, and what belongs to the model, the data or the training loop."""
+    return (*_mapped_rules(cite, trainer), *launch_rules(), *_refused_rules(cite), *_elsewhere_rules(cite))
+
+
+def _mapped_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
+    """The arguments that set strategy fields (or say why they set none)."""
     return (
         Rule(key="sharding", means="zero_stage", read=sharding_stage(), cite=trainer,
              reason="the stage is the Trainer's (sharding optimizer / group_sharded_parallel), outside Paddle's proto"),
@@ -205,7 +211,12 @@ def common_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
                          else integer(0).read(v))),
         Rule(key="save_strategy", means="save_strategy", cite=cite, read=_save_strategy()),
         Rule(key="max_grad_norm", reason=CLIP, cite=cite),
-        *launch_rules(),
+    )
+
+
+def _refused_rules(cite: str) -> tuple[Rule, ...]:
+    """What the strategy does not implement, and the checkpoint formats and resumption parallel.save leaves out."""
+    return (
         Rule(key="tensorwise_offload_optimizer", reason="offloading to CPU is not implemented", cite=cite),
         Rule(key="offload_optim", reason="offloading to CPU is not implemented", cite=cite),
         Rule(key="unified_checkpoint*", reason="Paddle's unified checkpoint format; parallel.save writes DCP sharded "
@@ -214,6 +225,12 @@ def common_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
                                                "checkpoints", cite=cite),
         Rule(key="ignore_*", reason="how a checkpoint is resumed is the Checkpointer's", cite=cite),
         Rule(key="*_hf", reason="converting checkpoints to or from Hugging Face's format is the script's", cite=cite),
+    )
+
+
+def _elsewhere_rules(cite: str) -> tuple[Rule, ...]:
+    """The model's, the data pipeline's and the training loop's arguments: no counterpart in a strategy."""
+    return (
         *(Rule(key=key, reason=_MODEL, cite="model") for key in (
             "model_name_or_path", "tokenizer_name_or_path", "use_flash_attention", "use_fused_*", "fuse_attention_*",
             "use_fast_layer_norm", "enable_linear_fused_grad_add", "flash_mask", "zero_padding", "lora*", "pissa",

@@ -29,6 +29,14 @@ def plan(occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_si
 class _Planner(World):
     """The rules, in order: the degrees, the data split and stage, experts, batches, pipeline, precision, checkpoints."""
 
+    def __init__(self, occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_size: int | None) -> None:
+        super().__init__(occurrences, leaves, tool, world_size)
+        # The data split (`data_split`): dp_degree and sharding_degree (None: the world size leaves them open), and
+        # whether the data ranks shard (a stage applies).
+        self.dp: int | None = None
+        self.sharding: int | None = None
+        self.sharded = False
+
     def run(self) -> None:
         self.degrees()
         self.data_split()
@@ -43,9 +51,9 @@ class _Planner(World):
             if self.tp > 1:
                 self.set("hybrid_configs.mp_configs.sequence_parallel", True, "sequence_parallel")
             else:
-                megatron = " (Megatron itself turns sequence parallelism off at tp 1)" if self.tool.kind == "megatron" else ""
+                own = f" ({self.tool.sequence_parallel_at_tp1})" if self.tool.sequence_parallel_at_tp1 else ""
                 self.mark("sequence_parallel", "no counterpart", "the tensor-parallel degree is 1, so there is nothing to "
-                          f"split the sequence over{megatron}")
+                          f"split the sequence over{own}")
         if not self.owns("num_machines"):
             self.mark("num_machines", "no counterpart", "the launcher's: where the processes run")
         if self.tool.finish is not None:
@@ -73,74 +81,87 @@ class _Planner(World):
 
     def data_split(self) -> None:
         """dp_degree and sharding_degree from the data ranks, and the sharding stage."""
-        stage, mode, group = self.get("zero_stage"), self.get("data_mode"), self.get("shard_group")
+        stage, mode = self.get("zero_stage"), self.get("data_mode")
         if mode == "deepspeed" and stage is None and not self.included():
             stage = 2  # accelerate's DeepSpeedPlugin: zero_stage defaults to 2
             self.mark("data_mode", "mapped", "accelerate's DeepSpeed plugin runs ZeRO stage 2 unless told")
         explicit = self.has("replicate") or self.has("shard")
-        machines = ("num_machines",) if group == "node" else ()
-        by_dp = ("replicate", *self.sized, "data_ranks") if explicit else (
-            "zero_stage", "data_mode", "fsdp_stage", "shard_group", *self.sized, "data_ranks", *machines)
-        by_sharding = ("shard", *self.sized, "data_ranks") if explicit else by_dp
-        dp: int | None = None
-        sharding: int | None = None
         if explicit:  # explicit degrees (torchtitan, accelerate's parallelism_config)
-            dp = int(self.get("replicate", 1))
-            sharding = self.get("shard", 1)
-            if self.tool.kind == "accelerate" and self.data and dp == sharding == 1 and self.data == self.world:
-                dp = self.data  # accelerate: a parallelism_config of size 1 replicates over every process
-            if sharding == -1:
-                if self.data is None:
-                    raise self.needs_world("shard", f"-1{self.default('shard')} takes the data ranks left, and so")
-                if self.data % dp:
-                    raise self.error("replicate", f"{self.said('replicate')} does not divide the "
-                                     f"{self.data} data ranks at {self.world_text()}")
-                sharding = self.data // dp
-            if self.data is not None and sharding is not None and dp * sharding != self.data:
-                blame = "shard" if self.has("shard") else "replicate"
-                raise self.error(blame, f"{dp} replicas × {sharding} shards ≠ the {self.data} data ranks at "
-                                 f"{self.world_text()} (world / (tp · pp · sep · cp))")
-            sharded = sharding > 1
+            self.dp, self.sharding = self.explicit_degrees()
+            self.sharded = self.sharding > 1
         elif (stage or 0) >= 1 or (mode == "shard" and self.get("fsdp_stage") != 0):
-            sharded = True
-            if group == "node" and self.data is not None:
-                count = int(self.get("num_machines", 1))
-                if self.data % count:
-                    raise self.error("num_machines", f"{self.said('num_machines')} does not divide the {self.data} "
-                                     f"data ranks at {self.world_text()}")
-                group = self.data // count
-            if isinstance(group, int) and group > 0:
-                sharding = group
-                if self.data is not None:
-                    if self.data % group:
-                        raise self.error("shard_group", f"{self.said('shard_group')} does not divide the {self.data} "
-                                         f"data ranks at {self.world_text()}")
-                    dp = self.data // group
-            elif self.data is not None:
-                dp, sharding = 1, self.data
-            elif group == "node":
-                raise self.needs_world("shard_group", "sharding within each machine")
-            else:
-                blame = next(f for f in ("zero_stage", "fsdp_stage", "data_mode") if self.has(f))
-                raise self.needs_world(blame, "it shards over every data rank, and sharding_degree (the data ranks)")
+            self.sharded = True
+            self.dp, self.sharding = self.sharded_degrees()
         else:
-            sharded = False
-            if self.data is not None:
-                dp, sharding = self.data, 1
-            else:
-                for fact in ("data_mode", "zero_stage", "fsdp_stage"):
-                    if self.get(fact, 0) in (0, "replicate", "deepspeed"):
-                        self.mark(fact, "mapped", "the data ranks replicate: dp_degree (-1) is inferred at the world size")
-        if dp is not None:
-            self.set("hybrid_configs.dp_degree", dp, *by_dp)
-        if sharding is not None:
-            self.set("hybrid_configs.sharding_degree", sharding, *by_sharding)
-        self.sharded = sharded
-        self.sharding, self.dp = sharding, dp
-        self.stage(stage, sharded, sharding)
+            self.dp, self.sharding = self.replicated_degrees()
+        self.write_data_degrees(explicit)
+        self.stage(stage, self.sharded, self.sharding)
         if explicit and not self.owns("data_mode"):
             named = self.key("shard") if self.has("shard") else self.key("replicate")
             self.mark("data_mode", "mapped", f"the data degrees come from {named.rsplit('.', 1)[0]}")
+
+    def explicit_degrees(self) -> tuple[int, int]:
+        """(dp, sharding) as the file gives them (replicate, shard), a shard of -1 taking the data ranks left."""
+        dp = int(self.get("replicate", 1))
+        sharding = self.get("shard", 1)
+        if self.tool.size_one_replicates and self.data and dp == sharding == 1 and self.data == self.world:
+            dp = self.data
+        if sharding == -1:
+            if self.data is None:
+                raise self.needs_world("shard", f"-1{self.default('shard')} takes the data ranks left, and so")
+            if self.data % dp:
+                raise self.error("replicate", f"{self.said('replicate')} does not divide the "
+                                 f"{self.data} data ranks at {self.world_text()}")
+            sharding = self.data // dp
+        if self.data is not None and dp * sharding != self.data:
+            blame = "shard" if self.has("shard") else "replicate"
+            raise self.error(blame, f"{dp} replicas × {sharding} shards ≠ the {self.data} data ranks at "
+                             f"{self.world_text()} (world / (tp · pp · sep · cp))")
+        return dp, sharding
+
+    def sharded_degrees(self) -> tuple[int | None, int | None]:
+        """(dp, sharding) under ZeRO or FSDP: sharding over the shard group (a size, or each machine), else over every
+        data rank."""
+        group = self.get("shard_group")
+        if group == "node" and self.data is not None:
+            count = int(self.get("num_machines", 1))
+            if self.data % count:
+                raise self.error("num_machines", f"{self.said('num_machines')} does not divide the {self.data} "
+                                 f"data ranks at {self.world_text()}")
+            group = self.data // count
+        if isinstance(group, int) and group > 0:
+            if self.data is None:
+                return None, group
+            if self.data % group:
+                raise self.error("shard_group", f"{self.said('shard_group')} does not divide the {self.data} "
+                                 f"data ranks at {self.world_text()}")
+            return self.data // group, group
+        if self.data is not None:
+            return 1, self.data
+        if group == "node":
+            raise self.needs_world("shard_group", "sharding within each machine")
+        blame = next(f for f in ("zero_stage", "fsdp_stage", "data_mode") if self.has(f))
+        raise self.needs_world(blame, "it shards over every data rank, and sharding_degree (the data ranks)")
+
+    def replicated_degrees(self) -> tuple[int | None, int | None]:
+        """(dp, sharding) when nothing shards: every data rank a replica (dp -1, inferred, without a world size)."""
+        if self.data is not None:
+            return self.data, 1
+        for fact in ("data_mode", "zero_stage", "fsdp_stage"):
+            if self.get(fact, 0) in (0, "replicate", "deepspeed"):
+                self.mark(fact, "mapped", "the data ranks replicate: dp_degree (-1) is inferred at the world size")
+        return None, None
+
+    def write_data_degrees(self, explicit: bool) -> None:
+        """dp_degree and sharding_degree, each owned by the facts that sized it."""
+        machines = ("num_machines",) if self.get("shard_group") == "node" else ()
+        by_dp = ("replicate", *self.sized, "data_ranks") if explicit else (
+            "zero_stage", "data_mode", "fsdp_stage", "shard_group", *self.sized, "data_ranks", *machines)
+        by_sharding = ("shard", *self.sized, "data_ranks") if explicit else by_dp
+        if self.dp is not None:
+            self.set("hybrid_configs.dp_degree", self.dp, *by_dp)
+        if self.sharding is not None:
+            self.set("hybrid_configs.sharding_degree", self.sharding, *by_sharding)
 
     def included(self) -> bool:
         """A DeepSpeed file was imported through accelerate's deepspeed_config_file (its stage, or DeepSpeed's 0)."""
@@ -164,7 +185,7 @@ class _Planner(World):
             why = "nothing is sharded, so no stage applies"
             if self.data == 1:
                 why = "one data rank: nothing to shard, so no stage is written"
-            if self.cp > 1 and (self.tool.kind == "torchtitan" or self.get("data_mode") == "shard"):
+            if self.cp > 1 and (self.tool.fsdp_by_default or self.get("data_mode") == "shard"):
                 why = (f"{self.tool.name}'s FSDP also shards over the {self.cp} cp ranks; here sharding_degree covers "
                        f"the data ranks only ({sharding}), so nothing is sharded and no stage is written")
             for fact in ("fsdp_stage", "reshard"):
@@ -180,7 +201,7 @@ class _Planner(World):
             if fact not in by and self.has(fact):
                 self.mark(fact, "no counterpart", f"the stage comes from {self.key(by[0])}" if self.has(by[0]) else
                           "the stage comes from another key")
-        if self.cp > 1 and self.tool.kind in ("torchtitan", "accelerate"):
+        if self.cp > 1 and self.tool.fsdp_spans_cp:
             self.mark("shard", "mapped", f"{self.tool.name}'s FSDP also spans the cp ranks; here sharding_degree covers "
                       "the data ranks only")
 

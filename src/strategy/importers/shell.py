@@ -294,9 +294,19 @@ class Unknown(Exception):
     pass
 
 
+def _divide(a: int, b: int) -> int:
+    """a / b as $((...)) computes it (C's division): truncated toward zero, so $((-7/2)) is -3 (Python's // gives -4)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a < 0) == (b < 0) else -quotient
+
+
+def _remainder(a: int, b: int) -> int:
+    """a % b as $((...)) computes it: with the sign of a, so $((-7%2)) is -1 (Python's % gives 1)."""
+    return a - b * _divide(a, b)
+
+
 _OPS: dict[type, Callable[[int, int], int]] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-                                               ast.FloorDiv: operator.floordiv, ast.Div: operator.floordiv,
-                                               ast.Mod: operator.mod}
+                                               ast.FloorDiv: operator.floordiv, ast.Div: _divide, ast.Mod: _remainder}
 
 
 def _evaluate(node: ast.expr, names: dict[str, int]) -> int:

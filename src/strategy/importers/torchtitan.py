@@ -179,4 +179,5 @@ def _leaves(text: str, source: str) -> list[Leaf]:
     return _walk(data, "", _positions(text, source), source)
 
 
-TOOL = Tool(kind="torchtitan", name="torchtitan", sources=SOURCES, rules=RULES, leaves=_leaves, defaults=DEFAULTS)
+TOOL = Tool(kind="torchtitan", name="torchtitan", sources=SOURCES, rules=RULES, leaves=_leaves, defaults=DEFAULTS,
+            fsdp_by_default=True, fsdp_spans_cp=True)  # parallelize.py: FSDP2 over the dp_shard × cp mesh

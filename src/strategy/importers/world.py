@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ..errors import StrategyError
+from .common import Leaf, Tool
+from .facts import Occurrence
 from .ledger import Ledger
 
 __all__ = ["World"]
@@ -28,13 +30,21 @@ class Source(NamedTuple):
 class World(Ledger):
     """The ledger with the world size: `world` (None when nothing gives it), `data` (the data ranks), the degrees."""
 
+    def __init__(self, occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_size: int | None) -> None:
+        super().__init__(occurrences, leaves, tool, world_size)
+        # What `degrees` works out, the planner's first step:
+        self.tp = self.pp = self.sep = self.cp = 1  # the degrees each model copy spans
+        self.sized: tuple[str, ...] = ()  # the facts the world size was read from: they own the degrees it sizes
+        self.world_from = "--world-size"  # where the world size comes from, as messages name it
+        self.data: int | None = None  # the data ranks: world / (tp · pp · sep · cp)
+
     def degrees(self) -> None:
         """The world size (the argument, else the one the file states or implies) and the degrees it sizes."""
         self.tp, self.pp, self.sep, self.cp = (int(self.get(f, 1)) for f in ("tp", "pp", "sep", "cp"))
         model = self.tp * self.pp * self.sep * self.cp
         implied = self.implied()
         stated = self.stated(model, implied)
-        self.sized: tuple[str, ...] = ()  # the facts the world size was read from: they own the degrees it sizes
+        self.sized = ()
         self.world_from = "--world-size"
         if self.world is None and stated:
             self.sized, self.world, self.world_from = stated[0].facts, stated[0].size, stated[0].said
@@ -54,7 +64,7 @@ class World(Ledger):
         for fact, name in (("tp", "mp_degree"), ("pp", "pp_degree"), ("sep", "sep_degree"), ("cp", "cp_degree")):
             if self.has(fact) or self.world is not None:
                 self.set(f"hybrid_configs.{name}", int(self.get(fact, 1)), fact, *self.sized)
-        self.data: int | None = None
+        self.data = None
         if self.world is not None:
             if self.world % model:
                 named = [f"{self.said(f)}" for f in ("tp", "pp", "sep", "cp") if self.has(f)]

@@ -13,7 +13,7 @@ it is 1 and the groups are exactly Paddle's. (fleet.py `_init_hybrid_parallel_en
 # Annotations stay evaluated (no `from __future__ import annotations`): see layout.py.
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from .._generated.distributed_strategy_pb2 import DistributedStrategy
@@ -75,31 +75,8 @@ def expert_layout(hybrid: HybridConfig, degrees: Mapping[str, int], positions: M
         path = f"hybrid_configs.{field}"
         return StrategyError.at(positions.get(path) or Location(source), message, field=path)
 
-    if ep == 1:
-        raise fail("moe_sharding_degree", f"moe_sharding_degree {moe} shards the experts' state, but ep_degree is 1: "
-                   "Paddle builds its expert groups only with ep_degree > 1 (without, its plain topology lays out ranks "
-                   "that do not exist); set ep_degree > 1 or moe_sharding_degree: 1")
-    for other in ("sep_degree", "cp_degree"):
-        if degrees[other] > 1:
-            why = ("Paddle asserts sep_degree 1 under its expert topology" if other == "sep_degree" else
-                   "Paddle carves cp out of each sharding group under its expert topology, this project runs cp as an "
-                   "axis of its own")
-            raise fail("ep_degree", f"ep_degree {ep} with {other} {degrees[other]}: {why}; set one of them to 1")
-    listed = tuple(hybrid.order)
-    order_path = "hybrid_configs.order"
-    suggestion = ", ".join(f'"{n}"' for n in MOE_ORDER)
-    if not listed:
-        listed = MOE_ORDER
-        notes.append(Note(order_path, Kind.INFO, "Paddle's MoE order", text=(
-            f"{order_path} is not set and ep_degree is {ep}: using the order Paddle's MoE runs set "
-            f"({', '.join(MOE_ORDER)}); Paddle's own default lists no ep and would ignore ep_degree.")))
-    elif "ep" not in listed:
-        raise fail("order", f"{order_path} does not list \"ep\" while ep_degree is {ep}: Paddle then builds its plain "
-                   "topology and runs with ep_degree silently ignored; list \"ep\" and \"moe_sharding\", e.g. "
-                   f"order: [{suggestion}]")
-    elif "moe_sharding" not in listed:
-        raise fail("order", f"{order_path} lists \"ep\" but not \"moe_sharding\" (Paddle asserts both under its "
-                   f"expert topology); list \"moe_sharding\" too, e.g. order: [{suggestion}]")
+    _check_pairs(ep, moe, degrees, fail)
+    listed = _listed_order(hybrid, ep, notes, fail)
     sharding, pp = degrees["sharding_degree"], degrees["pp_degree"]
     if sharding % moe:
         raise fail("moe_sharding_degree", f"moe_sharding_degree {moe} does not divide sharding_degree {sharding}: "
@@ -122,16 +99,60 @@ def expert_layout(hybrid: HybridConfig, degrees: Mapping[str, int], positions: M
                    f"dense sharding {sharding // moe} after it: Paddle's sharding group then spans the pipeline stages, "
                    "which no one axis of the mesh does, and this runtime refuses that layout; set moe_sharding_degree "
                    f"to 1 or to sharding_degree {sharding}, or pp_degree: 1")
+    found = ExpertLayout(topology, _dense_order(listed, moe_first and moe == sharding > 1))
+    if pp > 1:
+        _check_stages(found, degrees, fail)
+    return found
+
+
+_Fail = Callable[[str, str], StrategyError]  # the error at a hybrid_configs field
+
+
+def _check_pairs(ep: int, moe: int, degrees: Mapping[str, int], fail: _Fail) -> None:
+    """The degrees Paddle refuses beside the expert ones: moe_sharding without ep, sep or cp with ep."""
+    if ep == 1:
+        raise fail("moe_sharding_degree", f"moe_sharding_degree {moe} shards the experts' state, but ep_degree is 1: "
+                   "Paddle builds its expert groups only with ep_degree > 1 (without, its plain topology lays out ranks "
+                   "that do not exist); set ep_degree > 1 or moe_sharding_degree: 1")
+    for other in ("sep_degree", "cp_degree"):
+        if degrees[other] > 1:
+            why = ("Paddle asserts sep_degree 1 under its expert topology" if other == "sep_degree" else
+                   "Paddle carves cp out of each sharding group under its expert topology, this project runs cp as an "
+                   "axis of its own")
+            raise fail("ep_degree", f"ep_degree {ep} with {other} {degrees[other]}: {why}; set one of them to 1")
+
+
+def _listed_order(hybrid: HybridConfig, ep: int, notes: list[Note], fail: _Fail) -> tuple[str, ...]:
+    """The order the file lists, which must name ep and moe_sharding; Paddle's MoE order (noted) when it lists none."""
+    listed = tuple(hybrid.order)
+    order_path = "hybrid_configs.order"
+    suggestion = ", ".join(f'"{n}"' for n in MOE_ORDER)
+    if not listed:
+        notes.append(Note(order_path, Kind.INFO, "Paddle's MoE order", text=(
+            f"{order_path} is not set and ep_degree is {ep}: using the order Paddle's MoE runs set "
+            f"({', '.join(MOE_ORDER)}); Paddle's own default lists no ep and would ignore ep_degree.")))
+        return MOE_ORDER
+    if "ep" not in listed:
+        raise fail("order", f"{order_path} does not list \"ep\" while ep_degree is {ep}: Paddle then builds its plain "
+                   "topology and runs with ep_degree silently ignored; list \"ep\" and \"moe_sharding\", e.g. "
+                   f"order: [{suggestion}]")
+    if "moe_sharding" not in listed:
+        raise fail("order", f"{order_path} lists \"ep\" but not \"moe_sharding\" (Paddle asserts both under its "
+                   f"expert topology); list \"moe_sharding\" too, e.g. order: [{suggestion}]")
+    return listed
+
+
+def _dense_order(listed: tuple[str, ...], sharding_before_pp: bool) -> tuple[str, ...]:
+    """The dense axes in the order's relative order, sharding moved next to pp: before it when moe_sharding is all of
+    sharding and comes first, else right after it."""
+    p = layout.plan()
     dense = list(layout.complete_order(tuple(n for n in listed if n in p.default_order), p.default_order))
     dense.remove("sharding")
-    dense.insert(dense.index("pp") + (0 if moe_first and moe == sharding > 1 else 1), "sharding")
-    expert_layout_ = ExpertLayout(topology, tuple(dense))
-    if pp > 1:
-        _check_stages(expert_layout_, degrees, fail)
-    return expert_layout_
+    dense.insert(dense.index("pp") + (0 if sharding_before_pp else 1), "sharding")
+    return tuple(dense)
 
 
-def _check_stages(found: ExpertLayout, degrees: Mapping[str, int], fail) -> None:  # type: ignore[no-untyped-def]
+def _check_stages(found: ExpertLayout, degrees: Mapping[str, int], fail: _Fail) -> None:
     """Every rank's pipeline stage is the same in the dense and the expert topology (Paddle's always is: there the
     expert topology covers the world with pp, moe_sharding and ep alone)."""
     p = layout.plan()

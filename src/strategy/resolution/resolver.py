@@ -66,7 +66,7 @@ def resolve(s: DistributedStrategy, *, world_size: int | None = None, policy: st
         r = strategy.resolve(strategy.load("tp.prototxt"), world_size=4)
         r.mp.async_allreduce, r.notes
     """
-    resolved = _resolve(s, world_size, policy, True, None, None, build=True)[0]
+    resolved = _resolve(s, world_size=world_size, policy=policy, build=True)[0]
     assert resolved is not None
     return resolved
 
@@ -87,7 +87,8 @@ def resolve_with_reasons(
     shows them from `support.review`). With `problems`, a pipeline that cannot run (a schedule torch lacks, too few
     micro-batches) is appended there and resolved as near as it can be, instead of raised.
     """
-    resolved, reasons = _resolve(s, world_size, policy, requires, unsupported, problems, build=True)
+    resolved, reasons = _resolve(s, world_size=world_size, policy=policy, requires=requires, unsupported=unsupported,
+                                 problems=problems, build=True)
     assert resolved is not None
     return resolved, reasons
 
@@ -95,12 +96,17 @@ def resolve_with_reasons(
 def check(s: DistributedStrategy, *, world_size: int | None = None, policy: str = "strict", requires: bool = True) -> None:
     """Raise what `resolve` would raise (under `requires=False`, as `resolve_with_reasons`), without building the
     effective settings: `strategy validate`."""
-    _resolve(s, world_size, policy, requires, None, None, build=False)
+    _resolve(s, world_size=world_size, policy=policy, requires=requires, build=False)
 
 
-def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requires: bool, unsupported: str | None,
-             problems: list[StrategyError] | None, *, build: bool) -> "tuple[Resolved | None, dict[str, str]]":
-    """Every check resolution makes; with `build`, the effective settings too (nothing they hold can fail)."""
+def _resolve(s: DistributedStrategy, *, world_size: int | None, policy: str, requires: bool = True,
+             unsupported: str | None = None, problems: list[StrategyError] | None = None,
+             build: bool) -> "tuple[Resolved | None, dict[str, str]]":
+    """Every check resolution makes; with `build`, the effective settings too (nothing they hold can fail).
+
+    The warnings given here and in the steps it calls (rules.check, pipeline.settings) name the caller of `resolve`,
+    `resolve_with_reasons` or `check` (their stacklevels count these frames): keep those calls in this function.
+    """
     rules.check_policy(policy)
     loaded = support.recall(s)
     # Checked at load under this policy (or the stricter one) and unchanged since: the rules passed, and under
@@ -110,32 +116,21 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
     _warn_legacy_env()
     layout.exclusive(s.hybrid_configs, loaded.positions, loaded.source)
     # What Paddle asserts of an expert layout, before what is implemented here; kept unless the policy changes `s`.
-    expert_notes: list[Note] = []
-    expert = None
-    if layout.has_experts(s.hybrid_configs):
-        expert = _expert_layout(s.hybrid_configs, world_size, loaded, expert_notes)
+    expert, expert_notes = _expert_layout(s.hybrid_configs, world_size, loaded)
     review = support.review(s, positions=loaded.positions, source=loaded.source)
-    reasons: dict[str, str] = {}
-    mode = unsupported or policy
     if review.unsupported:
-        if mode == "strict":
-            raise support.combined(review.unsupported)
-        for finding in review.unsupported:
-            if mode == "warn":
-                warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=4)
-        s = support.effective(s, [f.path for f in review.unsupported])
+        s = _without_unsupported(s, review.unsupported, unsupported or policy)
         if expert is not None:  # a degree the policy set back to its default lays the experts out otherwise
-            expert_notes = []
-            expert = _expert_layout(s.hybrid_configs, world_size, loaded, expert_notes)
-    plan = _plan()
+            expert, expert_notes = _expert_layout(s.hybrid_configs, world_size, loaded)
     notes: list[Note] = list(review.notes)
+    reasons: dict[str, str] = {}
     hybrid = s.hybrid_configs
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
     notes += expert_notes
     if expert is not None:
         order = expert.dense_order  # Paddle lays the dense axes out around the expert ones
-    effective = {g.configs: _gated(g, hybrid, degrees, notes, reasons) for g in plan.groups}
+    effective = {g.configs: _gated(g, hybrid, degrees, notes, reasons) for g in _plan().groups}
     pipe = pipeline.settings(s, degrees, effective["pp_configs"], loaded.positions, loaded.source, policy=policy,
                              notes=notes, problems=problems)
     saving = None
@@ -145,7 +140,30 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         saving = checkpoint.settings(s, loaded.positions, loaded.source)
     if not build:
         return None, reasons
+    fields_ = _fields(s, degrees, effective, expert, notes)
+    if saving is not None:
+        fields_["checkpoint"] = saving
     types = _types()
+    return types.resolved(**fields_, order=order, pipeline=types.no_pipeline if pipe is None else types.pipeline(**pipe),
+                          notes=tuple(notes)), reasons
+
+
+def _without_unsupported(s: DistributedStrategy, unsupported: "list[support.Finding]", mode: str) -> DistributedStrategy:
+    """`s` with its not-implemented settings back at their defaults (`support.effective`): an error under "strict",
+    a warning each under "warn", silently under "report" (explain shows them from the review)."""
+    if mode == "strict":
+        raise support.combined(unsupported)
+    for finding in unsupported:
+        if mode == "warn":
+            warn(finding.error.location, f"{finding.error.message}; ignored (policy 'warn')", stacklevel=5)
+    return support.effective(s, [f.path for f in unsupported])
+
+
+def _fields(s: DistributedStrategy, degrees: dict[str, int], effective: dict[str, dict[str, Any]], expert: Any,
+            notes: list[Note]) -> dict[str, Any]:
+    """Resolved's fields but the order, pipeline, checkpoint and notes: the degrees, the mp and sharding settings, the
+    NCCL settings, the tensor-parallel plan, the training settings and the experts."""
+    types, plan, hybrid = _types(), _plan(), s.hybrid_configs
     nccl = layout.nccl(hybrid, degrees, notes)
     active = plan.mp.active(degrees)  # a plan splits nothing at mp_degree 1 (noted by the review)
     # A group's configs left out: the settings of its defaults, gated or not, built once (`_Types`).
@@ -158,9 +176,8 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
         sharding = types.sharding_unset[plan.sharding.active(degrees)]
     rules_ = hybrid.mp_configs.tp_plan if has_mp and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
-    fields_: dict[str, Any] = {**degrees, **_training(s, notes)}
-    if saving is not None:
-        fields_["checkpoint"] = saving
+    fields_: dict[str, Any] = {**degrees, **_training(s, notes), "mp": mp, "sharding": sharding, "nccl": nccl,
+                               "tp_plan": tp_plan}
     if degrees["mp_degree"] > 1:  # Paddle's dygraph fleet reads it at every mp_degree > 1
         fields_["tensor_init_seed"] = s.tensor_parallel_configs.tensor_init_seed
     if expert is not None:
@@ -168,18 +185,19 @@ def _resolve(s: DistributedStrategy, world_size: int | None, policy: str, requir
 
         t = expert.topology
         fields_["experts"] = ExpertSettings(t.degrees["ep"], t.degrees["moe_sharding"], t.order, t.dims)
-    return types.resolved(**fields_, order=order, mp=mp, sharding=sharding,
-                          pipeline=types.no_pipeline if pipe is None else types.pipeline(**pipe), nccl=nccl,
-                          tp_plan=tp_plan, notes=tuple(notes)), reasons
+    return fields_
 
 
-def _expert_layout(hybrid: HybridConfig, world_size: int | None, loaded: Any, notes: list[Note]) -> Any:
-    """The expert layout (`experts.ExpertLayout`), imported only for a file with experts: it builds a Topology (a
-    dataclass), which validating any other file never needs."""
+def _expert_layout(hybrid: HybridConfig, world_size: int | None, loaded: Any) -> tuple[Any, list[Note]]:
+    """The expert layout (`experts.ExpertLayout`, None without experts) and its notes. `experts` is imported only for
+    a file with experts: it builds a Topology (a dataclass), which validating any other file never needs."""
+    notes: list[Note] = []
+    if not layout.has_experts(hybrid):
+        return None, notes
     from . import experts
 
     return experts.expert_layout(hybrid, layout.degrees(hybrid, world_size, []), loaded.positions, loaded.source, notes,
-                                 world_known=layout.world_size_given(world_size))
+                                 world_known=layout.world_size_given(world_size)), notes
 
 
 class _Flag(NamedTuple):

@@ -104,6 +104,8 @@ def fill(msg: Message, text: str, source: str) -> tuple[dict[str, Location], lis
 
 
 def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Location] | None:
+    """One loop over the lines (the load path); the rarer lines (a block opening, a change of level, a sequence's
+    item) are the steps below it, which raise GiveUp where the located reader must read the document."""
     lines = _LINES.findall(text)  # a tuple of strings a line ("" for a part it lacks), while every line is one
     if len(lines) != text.count("\n") + 1:
         return None  # a scalar alone on its line (a continued value), flow style, a tag ...
@@ -118,44 +120,18 @@ def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Lo
             key, raw = item_key, item_raw
         indent = len(spaces)
         if opener is not None:
-            slot, at, path = opener
+            _open(levels, opener, dash, indent)
             opener = None
-            parent = levels[-1]
-            if dash and indent >= at and slot.repeated:
-                levels.append(_Level(indent, parent.msg, path, slot))  # a sequence, indented or not
-            elif not dash and indent > at and slot.message is not None and not slot.repeated:
-                child = getattr(parent.msg, slot.name)
-                child.SetInParent()
-                levels.append(_Level(indent, child, path + "."))
-            else:
-                return None  # a null value, or a block the field cannot take: the located reader says which
         level = levels[-1]
         if indent != level.indent or (not dash) != (level.slot is None):
-            while indent < levels[-1].indent or (not dash and levels[-1].slot is not None
-                                                 and indent == levels[-1].indent):
-                levels.pop()  # dedented; or a key after a sequence written at its key's indent
-            level = levels[-1]
-            if indent != level.indent or (not dash) != (level.slot is None):
-                return None  # not a level's indent; an item where a key belongs, or a key where an item does
+            level = _enclosing(levels, indent, dash)
         if level.slot is not None:
-            slot, target = level.slot, getattr(level.msg, level.slot.name)
-            here = f"{level.path}[{len(target)}]"
             indent += len(dash)
-            positions[here] = _new(Location, (source, number, indent + 1))
-            if slot.checked:
-                checks.seen(level.msg, slot, "")  # a list: checked once read
-            if item:
-                if slot.message is None:
-                    assign(level.msg, slot, _scalar(item), False)
-                elif _scalar(item) == ():
-                    target.add()  # - {}
-                else:
-                    return None
+            opened = _item(levels, level, level.slot, item, indent, _new(Location, (source, number, indent + 1)),
+                           positions, checks)
+            if opened is None:
                 continue
-            if slot.message is None:
-                return None
-            level = _Level(indent, target.add(), here + ".")  # - key: ...: a message, its first field on this line
-            levels.append(level)
+            level = opened
         named = level.names.get(key)
         if named is None:
             return None  # unknown, or a key YAML reads as a bool or null
@@ -182,6 +158,54 @@ def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Lo
         if named.checked:
             checks.seen(level.msg, named, level.path)
     return positions if positions and opener is None else None
+
+
+def _open(levels: list[_Level], opener: tuple[Slot, int, str], dash: str, indent: int) -> None:
+    """The block a `key:` line opens, as the next line shows it: a sequence (indented or not) or a message."""
+    slot, at, path = opener
+    parent = levels[-1]
+    if dash and indent >= at and slot.repeated:
+        levels.append(_Level(indent, parent.msg, path, slot))  # a sequence, indented or not
+    elif not dash and indent > at and slot.message is not None and not slot.repeated:
+        child = getattr(parent.msg, slot.name)
+        child.SetInParent()
+        levels.append(_Level(indent, child, path + "."))
+    else:
+        raise GiveUp  # a null value, or a block the field cannot take: the located reader says which
+
+
+def _enclosing(levels: list[_Level], indent: int, dash: str) -> _Level:
+    """The level a line at another indent (or of another kind) belongs to, the levels it closes popped."""
+    while indent < levels[-1].indent or (not dash and levels[-1].slot is not None and indent == levels[-1].indent):
+        levels.pop()  # dedented; or a key after a sequence written at its key's indent
+    level = levels[-1]
+    if indent != level.indent or (not dash) != (level.slot is None):
+        raise GiveUp  # not a level's indent; an item where a key belongs, or a key where an item does
+    return level
+
+
+def _item(levels: list[_Level], level: _Level, slot: Slot, item: str, indent: int, where: Location,
+          positions: dict[str, Location], checks: Checks) -> _Level | None:
+    """A sequence's `- ...` line: its scalar item set (None), or the message it opens, whose first field is on this
+    line (its level, pushed)."""
+    target = getattr(level.msg, slot.name)
+    here = f"{level.path}[{len(target)}]"
+    positions[here] = where
+    if slot.checked:
+        checks.seen(level.msg, slot, "")  # a list: checked once read
+    if item:
+        if slot.message is None:
+            assign(level.msg, slot, _scalar(item), False)
+        elif _scalar(item) == ():
+            target.add()  # - {}
+        else:
+            raise GiveUp
+        return None
+    if slot.message is None:
+        raise GiveUp
+    opened = _Level(indent, target.add(), here + ".")  # - key: ...: a message, its first field on this line
+    levels.append(opened)
+    return opened
 
 
 def _set(msg: Message, slot: Slot, value: Any, path: str, where: Location, positions: dict[str, Location]) -> None:
