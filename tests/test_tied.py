@@ -186,3 +186,12 @@ def test_the_finetune_example_trains_its_tied_qwen2_at_mp2_x_pp2(pools):
     first = results[0]
     assert [r["stages"] for r in results] == [[0, 2], [0, 2], [1, 3], [1, 3]]
     assert all(r["losses"] == first["losses"] for r in results) and first["losses"][-1] < first["losses"][0]
+
+
+@pytest.mark.timeout(200)
+def test_a_weight_tied_across_stages_costs_one_all_reduce_an_update(pools):
+    """Under gradient merge k 2 (two train_batch calls, one update): the copies' gradients are summed once."""
+    counts = pools(2).run(cases.pp_collectives, pp_text(2) + " gradient_merge: true gradient_merge_configs { k_steps: 2 }",
+                          timeout=180)[0]
+    tied, untied = counts["tied"], counts["untied"]
+    assert tied.pop("all_reduce") == untied.pop("all_reduce") + 1 and tied == untied

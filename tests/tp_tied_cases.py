@@ -358,3 +358,20 @@ def finetune_example(path: str, steps: int) -> dict:
     data = torch.randint(0, 256, (4096,), generator=torch.Generator().manual_seed(0))
     summary = finetune.train(model, opt, data, args, hcg, progress=False)
     return {"losses": summary["losses"], "stages": list(model.stage_ids), "compared": parallel.check_replicas(model)}
+
+
+def pp_collectives(text: str) -> dict:
+    """The collectives of two train_batch calls at `text` (a pipeline under gradient merge k 2: one update), a tied
+    model's and an untied one's (send/recv between stages are not collectives)."""
+    counts = {}
+    for tied in (True, False):
+        init(strategy.loads(text))
+        model = parallel.parallelize(tied_model("llama", tied=tied))
+        opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3), max_grad_norm=1.0)
+        ids = _rows(0, 4)[0]
+        with count_collectives() as seen:
+            for _ in range(2):
+                model.train_batch((ids, ids), opt)
+        counts["tied" if tied else "untied"] = dict(seen)
+        parallel.destroy()
+    return counts
