@@ -146,13 +146,16 @@ def test_a_tied_model_saved_at_pp2_x_mp2_loads_in_one_process_bit_equal_and_step
 
 
 @pytest.mark.timeout(300)
-def test_a_tied_model_saved_in_one_process_resumes_at_pp2_as_one_process_continues(pools, tmp_path):
-    """Both copies and the last stage's copy's Adam state come from the one weight saved: the 4th step at pp 2 is one
-    process's 4th step."""
+@pytest.mark.parametrize(("world", "text"), [(2, pp_text(2)), (4, pp_text(2, mp=2)),
+                                             (4, pp_text(2, sharding=2, stage=2))],
+                         ids=["pp2", "pp2-mp2", "pp2-sharding2"])
+def test_a_tied_model_saved_in_one_process_resumes_at_pp2_as_one_process_continues(pools, tmp_path, world, text):
+    """Both copies and the last stage's copy's Adam state come from the one weight saved: the 4th step at pp 2 (with
+    mp 2, or sharding 2 whose data ranks take the same rows) is one process's 4th step."""
     path = str(tmp_path / "ckpt")
     one = pools(1).run(cases.pp_checkpoint, cases.ONE_PROCESS, path, save_at=3, timeout=200)[0]
     assert one["keys"] == SAVED_ONCE
-    resumed = pools(2).run(cases.pp_checkpoint, pp_text(2), path, save_at=None, load=True, timeout=280)[0]
+    resumed = pools(world).run(cases.pp_checkpoint, text, path, save_at=None, load=True, timeout=280)[0]
     _equal(resumed["loaded"], one["saved"])
     _equal(resumed["after"], one["after"], PARITY_RTOL, PARITY_ATOL)
 
