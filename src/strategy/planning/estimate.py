@@ -98,14 +98,17 @@ def _layers_of(shape: ModelShape, resolved: Any, pp_rank: int) -> tuple[int, boo
 
 def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> MemoryEstimate:
     layers, first, last = _layers_of(shape, r, pp_rank)
-    mp, sharding = r.mp_degree, r.sharding_degree
-    ep, moe = r.experts.ep_degree, r.experts.moe_sharding_degree
-    pure = r.amp.enabled and r.amp.pure
-    low = 2
-    fused = r.mp.fused_linear_param_grad_add
-    sparse_share = shape.sparse_layers / shape.layers if shape.layers else 0.0
+    dense, norms, experts = _local_elements(shape, r, layers, first, last)
+    params, grads, optim = _model_states(r, dense, norms, experts)
+    items = _activations(shape, r, layers, first, last, seq_len, mbs, pp_rank)
+    items.update(_transient_weights(shape, r, layers, first, last, dense, norms, experts))
+    return MemoryEstimate(params, grads, optim, sum(items.values()), items)
 
-    # Local elements by how they are held: dense (16-bit under pure amp), norms (fp32 always), experts.
+
+def _local_elements(shape: ModelShape, r: Any, layers: int, first: bool, last: bool) -> tuple[float, float, float]:
+    """This rank's elements by how they are held: dense (16-bit under pure amp), norms (fp32 always), experts."""
+    mp, ep = r.mp_degree, r.experts.ep_degree
+    sparse_share = shape.sparse_layers / shape.layers if shape.layers else 0.0
     dense = norms = experts = 0.0
     for part in shape.parts():
         n = part.numel / (mp if part.mp else 1)
@@ -126,23 +129,35 @@ def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> M
             norms += n * count
         else:
             dense += n * count
+    return dense, norms, experts
 
+
+def _model_states(r: Any, dense: float, norms: float, experts: float) -> tuple[float, float, float]:
+    """(parameters, gradients, optimizer state) in bytes between steps, for these elements."""
+    pure = r.amp.enabled and r.amp.pure
+    low = 2
+    fused = r.mp.fused_linear_param_grad_add
+    moe = r.experts.moe_sharding_degree
     params = grads = optim = 0.0
-
-    def held(n: float, split: int, cast: bool) -> None:
-        nonlocal params, grads, optim
+    for n, split, cast in ((dense, r.sharding_degree, pure), (norms, r.sharding_degree, False),
+                           (experts, moe if moe > 1 else 1, pure)):
         if split > 1:  # FSDP2: fp32 shards (the masters themselves under pure amp)
             params, grads, optim = params + 4 * n / split, grads + 4 * n / split, optim + 8 * n / split
         elif cast:
             params, grads, optim = params + low * n, grads + (4 if fused else low) * n, optim + 12 * n
         else:
             params, grads, optim = params + 4 * n, grads + 4 * n, optim + 8 * n
+    return params, grads, optim
 
-    held(dense, sharding, pure)
-    held(norms, sharding, False)
-    held(experts, moe if moe > 1 else 1, pure)
 
-    items = _activations(shape, r, layers, first, last, seq_len, mbs, pp_rank)
+def _transient_weights(shape: ModelShape, r: Any, layers: int, first: bool, last: bool, dense: float, norms: float,
+                       experts: float) -> dict[str, float]:
+    """Weights held only during the step, by what holds them: autocast's low-precision copies, FSDP2's gathered
+    weights and the whole gradients it keeps between micro-steps."""
+    mp, sharding, moe = r.mp_degree, r.sharding_degree, r.experts.moe_sharding_degree
+    pure = r.amp.enabled and r.amp.pure
+    low = 2
+    items: dict[str, float] = {}
     if r.amp.enabled and not pure:  # autocast's low-precision copies of the fp32 weights its matmuls read (the
         # embedding's lookup is not cast), kept for the backward: one per step, cached across its micro-batches
         embedding = sum(p.numel / (mp if p.mp else 1) for p in shape.parts() if p.where == "embed") if first else 0
@@ -162,7 +177,7 @@ def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> M
     if moe > 1:
         items["gathered experts (FSDP2)"] = compute * (2 * experts / max(1, layers) if r.sharding.stage == 3
                                                        else experts)
-    return MemoryEstimate(params, grads, optim, sum(items.values()), items)
+    return items
 
 
 def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool, seq_len: int, mbs: int,
@@ -171,9 +186,43 @@ def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool
     mp, sep, cp = r.mp_degree, r.sep_degree, r.cp_degree
     sp = r.mp.sequence_parallel and mp > 1
     tokens = mbs * seq_len / (sep * cp)  # this rank's tokens of a micro-batch
-    h, a, g, d = shape.hidden, shape.heads / mp, shape.kv_heads / mp, shape.head_dim
+    h, d = shape.hidden, shape.head_dim
     act = 2 if r.amp.enabled else 4  # what the linear layers put out (autocast's dtype under amp)
     stream = 2 if r.amp.enabled and r.amp.pure else 4  # the residual stream's dtype: the weights' under amp
+    layer, head_token = _per_token(shape, r, sp, act, stream)
+    per_layer = tokens * layer
+    # The last stage: the final norm, the head's input, and the fp32 log-probabilities the loss keeps (once; the
+    # logits whole on every mp rank: Hugging Face's plan gathers the LM head's output).
+    head = tokens * head_token if last else 0.0
+    items: dict[str, float] = {}
+    if first or last:  # the token ids, and the labels the loss keeps
+        items["token ids"] = tokens * 8 * (first + last)
+    # cos and sin for every row of the micro-batch (the position ids the batch carries)
+    items["rotary tables"] = tokens * 2 * d * stream if layers else 0.0
+    if r.recompute.enabled:
+        # Checkpoint keeps each layer's input; the backward recomputes one layer at a time, after the head's saved
+        # tensors are freed: the peak is the larger of the forward's (with the head) and one recomputed layer's.
+        items["layer inputs (recompute)"] = layers * tokens * h * act / (mp if sp else 1)
+        if head > per_layer:
+            items["norm, logits and loss"] = head
+        elif layers:
+            items["one layer recomputed"] = per_layer
+    else:
+        items["layers"] = layers * per_layer
+        if last:
+            items["norm, logits and loss"] = head
+    in_flight = _in_flight(r, pp_rank)
+    if in_flight > 1:
+        for k in items:
+            if k != "one layer recomputed":  # (one backward at a time recomputes)
+                items[k] *= in_flight
+    return items
+
+
+def _per_token(shape: ModelShape, r: Any, sp: bool, act: int, stream: int) -> tuple[float, float]:
+    """Bytes a token saves for backward in one decoder layer, and in the last stage's norm, head and loss."""
+    mp, sep, cp = r.mp_degree, r.sep_degree, r.cp_degree
+    h, a, g, d = shape.hidden, shape.heads / mp, shape.kv_heads / mp, shape.head_dim
     # An RMSNorm keeps its input in fp32 (4h), its scale (4) and the normalised values (h, in the stream's dtype); under
     # sequence parallelism it runs on this rank's 1/mp of the tokens.
     norm = (4 * h + 4 + h * stream) / (mp if sp else 1)
@@ -203,33 +252,8 @@ def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool
     sparse_mlp = shape.top_k * ((2 * h + 4 * shape.expert_intermediate + 1) * act + 32) + 4 * shape.experts + inputs(1)
     if r.experts.ep_degree > 1:  # each copy crosses the ep group twice: the exchange keeps one more, and its indices
         sparse_mlp += shape.top_k * (h * act + 32)
-    per_layer = tokens * (2 * norm + inputs(3) + attention + (1 - sparse_share) * dense_mlp + sparse_share * sparse_mlp)
-    # The last stage: the final norm, the head's input, and the fp32 log-probabilities the loss keeps (once; the
-    # logits whole on every mp rank: Hugging Face's plan gathers the LM head's output).
-    head = tokens * (norm + inputs(1) + 4 * shape.vocab) if last else 0.0
-    items: dict[str, float] = {}
-    if first or last:  # the token ids, and the labels the loss keeps
-        items["token ids"] = tokens * 8 * (first + last)
-    # cos and sin for every row of the micro-batch (the position ids the batch carries)
-    items["rotary tables"] = tokens * 2 * d * stream if layers else 0.0
-    if r.recompute.enabled:
-        # Checkpoint keeps each layer's input; the backward recomputes one layer at a time, after the head's saved
-        # tensors are freed: the peak is the larger of the forward's (with the head) and one recomputed layer's.
-        items["layer inputs (recompute)"] = layers * tokens * h * act / (mp if sp else 1)
-        if head > per_layer:
-            items["norm, logits and loss"] = head
-        elif layers:
-            items["one layer recomputed"] = per_layer
-    else:
-        items["layers"] = layers * per_layer
-        if last:
-            items["norm, logits and loss"] = head
-    in_flight = _in_flight(r, pp_rank)
-    if in_flight > 1:
-        for k in items:
-            if k != "one layer recomputed":  # (one backward at a time recomputes)
-                items[k] *= in_flight
-    return items
+    layer = 2 * norm + inputs(3) + attention + (1 - sparse_share) * dense_mlp + sparse_share * sparse_mlp
+    return layer, norm + inputs(1) + 4 * shape.vocab
 
 
 def _in_flight(r: Any, pp_rank: int) -> int:

@@ -121,21 +121,9 @@ def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: 
         ValueError: numbers that cannot describe a cluster or a batch.
     """
     shape = model if isinstance(model, ModelShape) else model_shape(model)
-    for name, value in (("gpus", gpus), ("seq_len", seq_len), ("global_batch", global_batch),
-                        ("gpus_per_node", gpus_per_node), ("top", top)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    if not gpu_memory > 0 or not 0 <= headroom < 1:
-        raise ValueError("gpu_memory must be positive and headroom in [0, 1)")
-    for name in ("peak_flops", "utilisation", "intra_node_bandwidth", "inter_node_bandwidth"):
-        if not getattr(cost, name) > 0:
-            raise ValueError(f"the cost model's {name} must be positive, got {getattr(cost, name)!r}")
-    budget = gpu_memory * (1 - headroom)
-    kept: list[Candidate] = []
-    near: dict[tuple[int, ...], dict[str, Any]] = {}  # by degrees: the fastest cut a user can act on
-    reasons: dict[str, int] = {}
-    least: tuple[float, MemoryEstimate | None] = (math.inf, None)
-    searched = 0
+    _check_arguments(gpus=gpus, gpu_memory=gpu_memory, seq_len=seq_len, global_batch=global_batch,
+                     gpus_per_node=gpus_per_node, top=top, headroom=headroom, cost=cost)
+    search = _Search(top=top, budget=gpu_memory * (1 - headroom), global_batch=global_batch, progress=progress)
     for degrees, why in _layouts(shape, gpus, gpus_per_node, seq_len):
         data = degrees["dp"] * degrees["sharding"]
         batch = global_batch
@@ -143,7 +131,7 @@ def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: 
             why = f"the global batch {global_batch} does not divide over the data ranks"
             batch = _nearest_multiple(global_batch, data)  # estimated there: a cut the user can act on
         if why:
-            reasons[why] = reasons.get(why, 0) + 1
+            search.reasons[why] = search.reasons.get(why, 0) + 1
             if batch == global_batch:
                 continue
         rows = batch // data
@@ -155,38 +143,71 @@ def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: 
             layout = _layout(degrees, stage, recompute, mbs, steps)
             memory = estimate_memory(shape, layout, seq_len=seq_len, micro_batch_size=mbs)
             seconds = _step_seconds(shape, degrees, layout, seq_len, batch, gpus, gpus_per_node, cost, steps)
-            tokens = batch * seq_len / seconds / gpus
-            if batch != global_batch:  # at a global batch its data ranks divide: listed when it fits
-                reason = "" if memory.total > budget else (f"the global batch {global_batch} does not divide over "
-                                                           f"its {data} data ranks; predicted at {batch}")
-            else:
-                searched += 1
-                if progress is not None and searched % 20000 == 0:
-                    progress(searched)
-                if memory.total < least[0]:
-                    least = (memory.total, memory)
-                if memory.total <= budget:
-                    kept.append(Candidate(degrees, stage, recompute, mbs, steps, layout.pipeline.schedule, memory,
-                                          seconds, tokens, ""))
-                    if len(kept) > 4 * top:
-                        kept = sorted(kept, key=lambda c: c.step_seconds)[:top]
-                    continue
-                reason = "" if memory.total > NEAR_MEMORY * budget else (
-                    f"over memory by {(memory.total - budget) / GIB:.1f} GiB ({memory.total / GIB:.1f} GiB a rank, "
-                    f"{budget / GIB:.1f} GiB usable)")
-            if reason and _faster(near, degrees, tokens):
-                near[tuple(degrees.values())] = {
-                    "degrees": degrees, "sharding_stage": stage, "recompute": recompute, "micro_batch_size": mbs,
-                    "global_batch": batch, "memory": memory.as_dict(), "step_seconds": seconds,
-                    "tokens_per_second_per_gpu": tokens, "why": reason}
-    kept = sorted(kept, key=lambda c: c.step_seconds)[:top]
-    kept = [_with_text(c, seq_len, gpus) for c in kept]
+            search.weigh(degrees, stage, recompute, mbs, steps, layout.pipeline.schedule, batch, memory, seconds,
+                         tokens=batch * seq_len / seconds / gpus)
+    kept = [_with_text(c, seq_len, gpus) for c in sorted(search.kept, key=lambda c: c.step_seconds)[:top]]
     fastest = kept[0].tokens_per_second_per_gpu if kept else 0.0
-    best_cut = sorted((c for c in near.values() if c["tokens_per_second_per_gpu"] > fastest),
+    best_cut = sorted((c for c in search.near.values() if c["tokens_per_second_per_gpu"] > fastest),
                       key=lambda c: -c["tokens_per_second_per_gpu"])[:CUT_SHOWN]
-    shaped = [{"why": why, "layouts": n} for why, n in sorted(reasons.items(), key=lambda x: -x[1])]
-    message = _message(shape, kept, least, budget, gpus, shaped, searched)
-    return Plan(kept, best_cut + shaped, message, searched)
+    shaped = [{"why": why, "layouts": n} for why, n in sorted(search.reasons.items(), key=lambda x: -x[1])]
+    message = _message(shape, kept, search.least, search.budget, gpus, shaped, search.searched)
+    return Plan(kept, best_cut + shaped, message, search.searched)
+
+
+def _check_arguments(*, gpus: int, gpu_memory: float, seq_len: int, global_batch: int, gpus_per_node: int, top: int,
+                     headroom: float, cost: CostModel) -> None:
+    """A ValueError for numbers that cannot describe a cluster or a batch."""
+    for name, value in (("gpus", gpus), ("seq_len", seq_len), ("global_batch", global_batch),
+                        ("gpus_per_node", gpus_per_node), ("top", top)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if not gpu_memory > 0 or not 0 <= headroom < 1:
+        raise ValueError("gpu_memory must be positive and headroom in [0, 1)")
+    for name in ("peak_flops", "utilisation", "intra_node_bandwidth", "inter_node_bandwidth"):
+        if not getattr(cost, name) > 0:
+            raise ValueError(f"the cost model's {name} must be positive, got {getattr(cost, name)!r}")
+
+
+class _Search:
+    """What the search keeps as it weighs each layout: the fastest that fit, the fastest cut a user can act on (by
+    degrees), why layouts were left out (with their count), the least memory seen, and how many were weighed."""
+
+    def __init__(self, *, top: int, budget: float, global_batch: int, progress: Callable[[int], None] | None) -> None:
+        self.top, self.budget, self.global_batch, self.progress = top, budget, global_batch, progress
+        self.kept: list[Candidate] = []
+        self.near: dict[tuple[int, ...], dict[str, Any]] = {}  # by degrees: the fastest cut a user can act on
+        self.reasons: dict[str, int] = {}
+        self.least: tuple[float, MemoryEstimate | None] = (math.inf, None)
+        self.searched = 0
+
+    def weigh(self, degrees: dict[str, int], stage: int, recompute: bool, mbs: int, steps: int, schedule: str,
+              batch: int, memory: MemoryEstimate, seconds: float, *, tokens: float) -> None:
+        """One layout at one stage, recompute and micro-batch size: kept when it fits at the global batch asked
+        for; else remembered as a cut when a user can make it fit (and it beats the one kept for its degrees)."""
+        budget, global_batch = self.budget, self.global_batch
+        if batch != global_batch:  # at a global batch its data ranks divide: listed when it fits
+            reason = "" if memory.total > budget else (f"the global batch {global_batch} does not divide over "
+                                                       f"its {degrees['dp'] * degrees['sharding']} data ranks; "
+                                                       f"predicted at {batch}")
+        else:
+            self.searched += 1
+            if self.progress is not None and self.searched % 20000 == 0:
+                self.progress(self.searched)
+            if memory.total < self.least[0]:
+                self.least = (memory.total, memory)
+            if memory.total <= budget:
+                self.kept.append(Candidate(degrees, stage, recompute, mbs, steps, schedule, memory, seconds, tokens, ""))
+                if len(self.kept) > 4 * self.top:
+                    self.kept = sorted(self.kept, key=lambda c: c.step_seconds)[:self.top]
+                return
+            reason = "" if memory.total > NEAR_MEMORY * budget else (
+                f"over memory by {(memory.total - budget) / GIB:.1f} GiB ({memory.total / GIB:.1f} GiB a rank, "
+                f"{budget / GIB:.1f} GiB usable)")
+        if reason and _faster(self.near, degrees, tokens):
+            self.near[tuple(degrees.values())] = {
+                "degrees": degrees, "sharding_stage": stage, "recompute": recompute, "micro_batch_size": mbs,
+                "global_batch": batch, "memory": memory.as_dict(), "step_seconds": seconds,
+                "tokens_per_second_per_gpu": tokens, "why": reason}
 
 
 def _layouts(shape: ModelShape, gpus: int, per_node: int, seq_len: int):
