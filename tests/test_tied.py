@@ -94,6 +94,7 @@ PIPELINES = {
     "pp2-sharding2-stage2": (4, pp_text(2, sharding=2, stage=2), "llama"),
     "pp2-sharding2-stage1": (4, pp_text(2, sharding=2, stage=1), "qwen2"),
     "pp2-sharding2-stage3": (4, pp_text(2, sharding=2, stage=3), "qwen2"),
+    "dp2-pp2-dp-comm-overlap": (4, pp_text(2, dp=2).replace("virtual_pp_degree: 1", "dp_comm_overlap: true"), "llama"),
     "pp4": (4, pp_text(4), "qwen2"),  # the embedding groups are pairs of the pp groups' ranks
     "1f1b-gradient-merge": (2, pp_text(2) + " gradient_merge: true gradient_merge_configs { k_steps: 2 avg: true }",
                             "llama"),
