@@ -25,6 +25,8 @@ from strategy import CheckpointSettings
 
 from ..topology.groups import HybridGroup, current
 from . import catalog, rank_state
+from ..training.optimizer import HybridParallelOptimizer
+from .optimizer_view import Optimizer
 from .save_load import Checkpoint, begin_save, load, read_marker
 
 __all__ = ["Checkpointer"]
@@ -55,7 +57,7 @@ class Checkpointer:
         self.resumed: Checkpoint | None = None  # what `start` loaded
         self.resumed_from: Path | None = None
         self._model: nn.Module | None = None
-        self._optimizer: Any = None
+        self._optimizer: Optimizer | None = None
         self._objects: dict[str, rank_state.Stateful | None] = {}
         # Background saves write over a gloo group of their own: their collectives run in another thread, beside the
         # training's on the default group (torchtitan does the same).
@@ -63,7 +65,7 @@ class Checkpointer:
         self._inflight: tuple[Future, threading.Event, list[BaseException]] | None = None
 
     # -- resume ------------------------------------------------------------------------------------------------
-    def start(self, model: nn.Module, optimizer: Any = None, *, scheduler: rank_state.Stateful | None = None,
+    def start(self, model: nn.Module, optimizer: Optimizer | None = None, *, scheduler: rank_state.Stateful | None = None,
               data: rank_state.Stateful | None = None) -> int:
         """Restore what `resume` says into `model`, `optimizer`, `scheduler` and `data` (anything with
         state_dict/load_state_dict: a sampler, a loader, a batch generator) and every rank's RNGs; return the step to
@@ -146,7 +148,7 @@ class Checkpointer:
             raise RuntimeError("Checkpointer.save before start(model, optimizer): call start first")
         if self.dir is None:
             raise ValueError("checkpoint_configs.dir is not set: the Checkpointer has nowhere to save")
-        if getattr(self._optimizer, "pending_micro_steps", 0):
+        if isinstance(self._optimizer, HybridParallelOptimizer) and self._optimizer.pending_micro_steps:
             raise ValueError(f"step {step} is inside a gradient merge (the optimizer holds gradients of micro-steps "
                              "not yet applied, which a checkpoint does not keep): save after an update, e.g. "
                              "checkpoint_configs.every_steps a multiple of gradient_merge_configs.k_steps")

@@ -21,11 +21,12 @@ import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.tensor import DTensor
 
 import strategy
+from strategy.atomic import replace_directory, restore_interrupted
 
 from ..tensor.shards import SHARD_DIM
+from .optimizer_view import Optimizer, OptimizerView
 from .placements import as_global
 from ..topology.groups import AXES, HybridGroup, current
 from ..topology.guard import guard
@@ -56,11 +57,6 @@ class Checkpoint:
 
 
 # -- state dicts as DTensors ----------------------------------------------------------------------------
-def _as_dtensor(t: torch.Tensor, param: torch.Tensor | None, hcg: HybridGroup) -> DTensor:
-    """`t` (this rank's part) as a DTensor laid out like `param` (sharing `t`'s storage)."""
-    return as_global(t, param, hcg)
-
-
 def _model_state(model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
     """The model's tensors as DTensors; a tied weight once, under its first name (the embedding's), as its optimizer
     state is: its other names (`_aliases`) hold the same tensor."""
@@ -68,7 +64,7 @@ def _model_state(model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
     aliases = _aliases(model)
     out: dict[str, Any] = {}
     for name, t in model.state_dict().items():  # (the last stage's copy of a weight tied across stages: its first name)
-        out.setdefault(aliases.get(name, name), _as_dtensor(t.detach(), params.get(name), hcg))
+        out.setdefault(aliases.get(name, name), as_global(t.detach(), params.get(name), hcg))
     return out
 
 
@@ -84,15 +80,13 @@ def _first_name(name: str, p: torch.Tensor) -> str:
     return copy.key if copy is not None else name
 
 
-def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
+def _optimizer_state(optimizer: OptimizerView, model: nn.Module, hcg: HybridGroup) -> dict[str, Any]:
     """The optimizer's tensors by parameter name: moments laid out like their parameter, fp32 masters too."""
-    inner = getattr(optimizer, "optimizer", optimizer)
-    masters = getattr(optimizer, "_master", {})
     out: dict[str, Any] = {}
     for name, p in model.named_parameters():
         name = _first_name(name, p)  # (the last stage's copy of a weight tied across stages: Adam's state once)
-        owner = masters.get(p, p)
-        for key, value in inner.state.get(owner, {}).items():
+        owner = optimizer.stepped(p)
+        for key, value in optimizer.inner.state.get(owner, {}).items():
             if not torch.is_tensor(value):
                 continue
             shaped = value.shape == owner.shape and value.dim() > 0
@@ -101,26 +95,25 @@ def _optimizer_state(optimizer: Any, model: nn.Module, hcg: HybridGroup) -> dict
                 # saved as if replicated it would come back as one rank's values.
                 raise ValueError(f"optimizer state {name}.{key} of shape {list(value.shape)} is not shaped like its "
                                  f"sharded parameter {list(owner.shape)}: it cannot be checkpointed across mp ranks")
-            out[f"state.{name}.{key}"] = _as_dtensor(value, p, hcg) if shaped else value
-        if p in masters:
-            out[f"master.{name}"] = _as_dtensor(masters[p].detach(), p, hcg)
+            out[f"state.{name}.{key}"] = as_global(value, p, hcg) if shaped else value
+        master = optimizer.master(p)
+        if master is not None:
+            out[f"master.{name}"] = as_global(master.detach(), p, hcg)
     return out
 
 
-def _param_groups(optimizer: Any, model: nn.Module) -> list[dict[str, Any]]:
+def _param_groups(optimizer: OptimizerView, model: nn.Module) -> list[dict[str, Any]]:
     """Hyperparameters of each group, parameters named (JSON: the same on every rank)."""
-    inner = getattr(optimizer, "optimizer", optimizer)
-    masters = getattr(optimizer, "_master", {})
-    names = {id(masters.get(p, p)): n for n, p in model.named_parameters()}
+    names = {id(optimizer.stepped(p)): n for n, p in model.named_parameters()}
     groups = []
-    for g in inner.param_groups:
+    for g in optimizer.inner.param_groups:
         hyper = {k: (list(v) if isinstance(v, tuple) else v) for k, v in g.items() if k != "params"}
         groups.append({**json.loads(json.dumps(hyper, default=str)), "params": [names.get(id(p), "?") for p in g["params"]]})
     return groups
 
 
 # -- save -------------------------------------------------------------------------------------------------
-def save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, *, step: int | None = None,
+def save(path: str | os.PathLike[str], model: nn.Module, optimizer: Optimizer | None = None, *, step: int | None = None,
          extra: Any = None, hcg: HybridGroup | None = None) -> Path:
     """Every rank writes its shards of `model` (and `optimizer`'s state) into the directory `path`, collectively.
 
@@ -154,18 +147,21 @@ class PendingSave:
         """Rank 0: write the marker, then rename the directory into place (the previous one goes only after)."""
         if self.meta is not None:
             _write_marker(self.partial / MARKER, self.meta)
-            _commit(self.partial, self.target)
+            replace_directory(self.partial, self.target)
 
 
-def begin_save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, *, step: int | None = None,
+def begin_save(path: str | os.PathLike[str], model: nn.Module, optimizer: Optimizer | None = None, *,
+               step: int | None = None,
                extra: Any = None, hcg: HybridGroup, rank_state: dict[str, Any] | None = None) -> PendingSave:
     """Collectively: the partial directory made, this rank's `rank_state` written into it (rank_state.py), the state
     dict of DTensors (sharing the live tensors' storage) and rank 0's record of the rest taken now."""
     target = Path(path).absolute()
     json.dumps(extra)  # fail before writing anything, on every rank alike
-    partial = _agree_on(target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:12]}", hcg)
+    box = [target.parent / f".{target.name}.partial-{uuid.uuid4().hex[:12]}"]
+    dist.broadcast_object_list(box, src=0)  # rank 0's name, on every rank
+    partial = box[0]
     if hcg.rank == 0:
-        _recover(target)
+        restore_interrupted(target, whole=_finished)
         _remove_stale_partials(target)
         partial.mkdir(parents=True)
     dist.barrier()
@@ -174,25 +170,19 @@ def begin_save(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = 
 
         per_rank.write(partial, hcg.rank, rank_state)
     state: dict[str, Any] = {"model": _model_state(model, hcg)}
-    if optimizer is not None:
-        state["optimizer"] = _optimizer_state(optimizer, model, hcg)
+    view = OptimizerView(optimizer) if optimizer is not None else None
+    if view is not None:
+        state["optimizer"] = _optimizer_state(view, model, hcg)
     meta = None
     if hcg.rank == 0:
         meta = {
             "format": FORMAT, "step": step, "extra": extra,
             "strategy": _strategy_text(hcg), "layout": _layout(hcg),
-            "param_groups": _param_groups(optimizer, model) if optimizer is not None else None,
-            "optimizer_extra": optimizer.extra_state() if hasattr(optimizer, "extra_state") else None,
+            "param_groups": _param_groups(view, model) if view is not None else None,
+            "optimizer_extra": view.extra_state() if view is not None else None,
             "rank_state": rank_state is not None,
         }
     return PendingSave(target, partial, state, meta)
-
-
-def _agree_on(candidate: Path, hcg: HybridGroup) -> Path:
-    """Rank 0's choice, on every rank."""
-    box = [candidate]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
 
 
 def _remove_stale_partials(target: Path) -> None:
@@ -208,29 +198,9 @@ def _write_marker(path: Path, meta: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def _recover(target: Path) -> None:
-    """A save killed between its two renames leaves the previous checkpoint as `.NAME.old-*`: put it back."""
-    if target.exists():
-        return
-    olds = [d for d in target.parent.glob(f".{target.name}.old-*") if (d / MARKER).is_file()]
-    if len(olds) == 1:
-        os.rename(olds[0], target)
-
-
-def _commit(partial: Path, target: Path) -> None:
-    """Swap the finished directory in: the old checkpoint (if any) goes only after the new one is in place."""
-    old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:12]}"
-        os.rename(target, old)
-    os.rename(partial, target)
-    fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)  # the rename itself is durable
-    finally:
-        os.close(fd)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def _finished(directory: Path) -> bool:
+    """A checkpoint directory whose marker is in place (written last)."""
+    return (directory / MARKER).is_file()
 
 
 def _strategy_text(hcg: HybridGroup) -> str:
@@ -264,7 +234,8 @@ def _layout(hcg: HybridGroup) -> dict[str, int]:
 
 
 # -- load -------------------------------------------------------------------------------------------------
-def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, *, hcg: HybridGroup | None = None) -> Checkpoint:
+def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Optimizer | None = None, *,
+         hcg: HybridGroup | None = None) -> Checkpoint:
     """Load a checkpoint written by `save` into `model` (and `optimizer`), whatever the mp and dp degrees were
     at save time: DCP reshards. Says once when the layout changed.
 
@@ -275,33 +246,35 @@ def load(path: str | os.PathLike[str], model: nn.Module, optimizer: Any = None, 
     hcg = hcg or current()
     source = Path(path).absolute()
     if hcg.rank == 0:
-        _recover(source)
+        restore_interrupted(source, whole=_finished)
     dist.barrier()
     meta = read_marker(source)
     reader = dcp.FileSystemReader(str(source))
     saved = reader.read_metadata().state_dict_metadata
     state: dict[str, Any] = {"model": _model_state(model, hcg)}
     fresh: list[Any] = []
-    if optimizer is not None:
+    view = OptimizerView(optimizer) if optimizer is not None else None
+    if view is not None:
         if meta.get("param_groups") is None:
             raise ValueError(f"{source}: the checkpoint holds no optimizer state; load it without an optimizer")
-        _check_groups(source, optimizer, meta["param_groups"])
-        fresh = _materialise_state(optimizer)
+        _check_groups(source, view, meta["param_groups"])
+        fresh = _materialise_state(view)
         # A parameter that had no state when saved (never stepped, frozen, no gradient yet) gets none now either.
-        state["optimizer"] = {k: v for k, v in _optimizer_state(optimizer, model, hcg).items()
+        state["optimizer"] = {k: v for k, v in _optimizer_state(view, model, hcg).items()
                               if not k.startswith("state.") or f"optimizer.{k}" in saved}
     try:
-        _check_fits(source, state, saved, with_optimizer=optimizer is not None, aliases=_aliases(model))
+        _check_fits(source, state, saved, with_optimizer=view is not None, aliases=_aliases(model))
     except ValueError:
-        _forget(optimizer, fresh)
+        if view is not None:
+            _forget(view, fresh)
         raise
-    dcp.load(state, checkpoint_id=str(source))
-    _copy_back(state, model, optimizer)
-    if optimizer is not None:
-        _forget(optimizer, [p for p in fresh if not _has_loaded_state(p, optimizer, model, state["optimizer"])])
-        _restore_hyperparameters(optimizer, meta["param_groups"])
-        if meta.get("optimizer_extra") and hasattr(optimizer, "load_extra_state"):
-            optimizer.load_extra_state(meta["optimizer_extra"])  # the loss scaler, the gradient-merge position
+    dcp.load(state, checkpoint_id=str(source))  # fills the DTensors' local tensors: ours (they share storage)
+    if view is not None:
+        view.restored()  # masters feed their parameters
+        _forget(view, [p for p in fresh if not _has_loaded_state(p, view, model, state["optimizer"])])
+        _restore_hyperparameters(view, meta["param_groups"])
+        if meta.get("optimizer_extra"):
+            view.load_extra_state(meta["optimizer_extra"])  # the loss scaler, the gradient-merge position
     now = _layout(hcg)
     then = meta["layout"]
     changed = [f"{k} {then.get(k, 1)} -> {now.get(k, 1)}" for k in (*AXES, "ep")  # format 1 had dp and mp only
@@ -365,20 +338,11 @@ def _check_fits(source: Path, state: dict[str, Any], saved: dict[str, Any], *, w
         raise ValueError(f"{source}: the checkpoint does not fit the model; nothing was loaded:\n  " + "\n  ".join(problems))
 
 
-@torch.no_grad()
-def _copy_back(state: dict[str, Any], model: nn.Module, optimizer: Any) -> None:
-    """DCP filled the DTensors' local tensors, which share storage with ours; masters feed their parameters."""
-    masters = getattr(optimizer, "_master", {}) if optimizer is not None else {}
-    for p, master in masters.items():
-        p.copy_(master)
-        optimizer._synced_version[p] = p._version
-
-
-def _materialise_state(optimizer: Any) -> list[Any]:
+def _materialise_state(optimizer: OptimizerView) -> list[Any]:
     """Optimizers create their state on the first step: make it now for the parameters that have none (lr 0,
     zero gradients; the others get no gradient, so the step leaves them and their state alone), so DCP has
     tensors to load into. Nothing moves. Returns the parameters given new state."""
-    inner = getattr(optimizer, "optimizer", optimizer)
+    inner = optimizer.inner
     params = [p for g in inner.param_groups for p in g["params"]]
     missing = [p for p in params if p.requires_grad and not inner.state.get(p)]
     if not missing:
@@ -399,32 +363,26 @@ def _materialise_state(optimizer: Any) -> list[Any]:
     return missing
 
 
-def _forget(optimizer: Any, params: list[Any]) -> None:
+def _forget(optimizer: OptimizerView, params: list[Any]) -> None:
     """Drop state `_materialise_state` made that the checkpoint did not fill (the optimizer is as it was)."""
-    if optimizer is None:
-        return
-    inner = getattr(optimizer, "optimizer", optimizer)
     for p in params:
-        inner.state.pop(p, None)
+        optimizer.inner.state.pop(p, None)
 
 
-def _has_loaded_state(owner: Any, optimizer: Any, model: nn.Module, loaded: dict[str, Any]) -> bool:
+def _has_loaded_state(owner: Any, optimizer: OptimizerView, model: nn.Module, loaded: dict[str, Any]) -> bool:
     """Whether the checkpoint held state for the optimizer's parameter `owner` (a model parameter or its master)."""
-    masters = getattr(optimizer, "_master", {})
-    names = [_first_name(n, p) for n, p in model.named_parameters() if masters.get(p, p) is owner]
+    names = [_first_name(n, p) for n, p in model.named_parameters() if optimizer.stepped(p) is owner]
     return any(k.startswith(f"state.{n}.") for n in names for k in loaded)
 
 
-def _check_groups(source: Path, optimizer: Any, groups: list[dict[str, Any]]) -> None:
-    inner = getattr(optimizer, "optimizer", optimizer)
-    if len(groups) != len(inner.param_groups):
+def _check_groups(source: Path, optimizer: OptimizerView, groups: list[dict[str, Any]]) -> None:
+    if len(groups) != len(optimizer.inner.param_groups):
         raise ValueError(f"{source}: the checkpoint has {len(groups)} optimizer parameter groups, the optimizer "
-                         f"{len(inner.param_groups)}; nothing was loaded")
+                         f"{len(optimizer.inner.param_groups)}; nothing was loaded")
 
 
-def _restore_hyperparameters(optimizer: Any, groups: list[dict[str, Any]]) -> None:
-    inner = getattr(optimizer, "optimizer", optimizer)
-    for mine, saved in zip(inner.param_groups, groups):
+def _restore_hyperparameters(optimizer: OptimizerView, groups: list[dict[str, Any]]) -> None:
+    for mine, saved in zip(optimizer.inner.param_groups, groups):
         for k, v in saved.items():
             if k != "params" and k in mine:
                 mine[k] = tuple(v) if isinstance(mine[k], tuple) else v

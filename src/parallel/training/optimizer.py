@@ -141,6 +141,23 @@ class HybridParallelOptimizer:
                     self._master[p].copy_(saved if saved is not None else p.detach().float())
                     self._synced_version[p] = p._version
 
+    # -- checkpoints: what parallel.save / load call; nothing outside training/ reads the wrapper's privates ------
+    def stepped(self, p: torch.Tensor) -> torch.Tensor:
+        """The tensor the wrapped optimizer steps for model parameter `p` (whose state it keeps): its fp32 master
+        under pure bf16/fp16, else `p` itself."""
+        return self._master.get(p, p)  # type: ignore[call-overload]
+
+    def master_weight(self, p: torch.Tensor) -> torch.Tensor | None:
+        """`p`'s fp32 master copy (None when `p` is stepped in its own dtype)."""
+        return self._master.get(p)  # type: ignore[call-overload]
+
+    @torch.no_grad()
+    def masters_restored(self) -> None:
+        """The fp32 masters were just filled (a checkpoint loaded them): their parameters take their values."""
+        for p, master in self._master.items():
+            p.copy_(master)
+            self._synced_version[p] = p._version
+
     # -- amp and gradient merge -----------------------------------------------------------------------
     def scale(self, loss: torch.Tensor) -> torch.Tensor:
         """`loss` times the current loss scale under fp16 amp (backward through it); `loss` itself otherwise.
