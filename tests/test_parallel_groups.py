@@ -80,3 +80,13 @@ def test_import_parallel_then_exit_without_destroy_is_clean():
     code = "import parallel, strategy; print(parallel.current.__doc__ is not None)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_every_axis_is_one_record_and_the_expert_axes_have_groups_too(pools):
+    ep = 'hybrid_configs { ep_degree: 2 order: ["dp", "pp", "sharding", "moe_sharding", "ep", "sep", "mp"] }'
+    for rank, r in enumerate(pools(2).run(cases.every_axis_by_name, ep)):
+        assert r["records"] == r["flat"]
+        assert r["records"]["ep"] == (rank, 2, (0, 1)) and r["sizes"]["ep"] == 2 and r["sizes"]["edp"] == 1
+    plain = pools(2).run(cases.every_axis_by_name, "hybrid_configs { dp_degree: 2 }")[0]
+    assert plain["records"]["ep"] == (0, 1, ()) and plain["sizes"]["dp"] == 2
+    assert plain["sizes"]["ep"] == "hcg.group('ep'): there is no ep group at ep_degree 1"

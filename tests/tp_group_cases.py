@@ -86,3 +86,18 @@ def axes_match_the_resolved_layout(text: str) -> dict:
         assert list(dist.get_process_group_ranks(hcg.mesh[axis].get_group())) == mine, f"mesh[{axis!r}]"
         assert hcg.group(axis) is group
     return {"rank": hcg.rank, "data": (hcg.data_rank, hcg.data_size), "coordinates": coordinates}
+
+
+def every_axis_by_name(text: str) -> dict:
+    """hcg.axis(name) and hcg.group(name) for the dense axes and the expert ones, and the flat names beside them."""
+    hcg = init(strategy.loads(text))
+    names = ("dp", "pp", "sharding", "sep", "cp", "mp", "ep", "moe_sharding", "edp", "ep_mp")
+    records = {n: (hcg.axis(n).rank, hcg.axis(n).size, hcg.axis(n).ranks) for n in names}
+    flat = {n: (getattr(hcg, f"{n}_rank"), getattr(hcg, f"{n}_size"), getattr(hcg, f"{n}_ranks")) for n in names}
+    sizes = {}
+    for n in names:
+        try:
+            sizes[n] = dist.get_world_size(hcg.group(n))
+        except ValueError as e:
+            sizes[n] = str(e)
+    return {"records": records, "flat": flat, "sizes": sizes}

@@ -163,9 +163,9 @@ def own_parity(text: str, steps: int = 3) -> dict:
 
 def _one(hcg):
     """The same hybrid group seen as sep_degree 1: split_sequence then gives the whole rows (for the reference)."""
-    import dataclasses
+    from parallel.topology import AxisGroup
 
-    return dataclasses.replace(hcg, sep_size=1, sep_rank=0)
+    return hcg.with_axis("sep", AxisGroup(hcg.sep_group, 0, 1, (hcg.rank,)))
 
 
 def own_without_sep_attention(text: str) -> dict:

@@ -3,7 +3,7 @@
 Imports nothing else of `parallel`; every other subpackage builds on it.
 """
 
-from .groups import HybridGroup, communicator_options, current, destroy, init
+from .groups import AxisGroup, HybridGroup, communicator_options, current, destroy, init
 from .guard import CollectiveError, guard
 
-__all__ = ["CollectiveError", "HybridGroup", "communicator_options", "current", "destroy", "guard", "init"]
+__all__ = ["AxisGroup", "CollectiveError", "HybridGroup", "communicator_options", "current", "destroy", "guard", "init"]
