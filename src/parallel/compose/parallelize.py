@@ -91,19 +91,68 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     """
     check_transformers(model)  # a release whose internals differ fails here, before anything changes
     hcg = hcg or current()
-    rules, source = plan_for(model, plan, hcg)
-    matches = match_plan(model, rules, source, hcg.mp_size)
+    matches = match_plan(model, *plan_for(model, plan, hcg), hcg.mp_size)
+    hf_sequence, experts = _check_before_any_change(model, matches, hcg)
+    applied = apply_tp(model, matches, hcg, hf_sequence=hf_sequence, sequence_dim=sequence_dim)
+    if hf_sequence is not None:
+        install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
+    apply_attention(model, matches, hcg)
+    split_experts(experts, hcg)
+    setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
+    apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
+    if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1 and hcg.pp_size == 1:  # pipelines broadcast per stage
+        model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
+    return apply_pipeline_and_sharding(model, hcg, loss_fn)
+
+
+def apply_attention(model: nn.Module, matches: list[Match], hcg: HybridGroup) -> None:
+    """After tensor parallelism, the attention every axis that splits it needs: split heads' dropout on each mp rank's
+    own stream, sep's all-to-all and cp's ring (Hugging Face models; a model of one's own calls them itself)."""
+    fork_split_attention(model, matches, hcg)
+    if hcg.sep_size > 1 and is_hugging_face(model):  # mp and sep split the heads together
+        install_sep_attention(model, hcg)
+    if hcg.cp_size > 1 and is_hugging_face(model):  # cp attends over mp's heads
+        install_cp_attention(model, hcg)
+
+
+def apply_pipeline_and_sharding(model: nn.Module, hcg: HybridGroup, loss_fn: LossFn | None) -> Any:
+    """Last: without a pipeline, FSDP2 units over the blocks as the other techniques left them; with one, this rank's
+    stages cut out and each stage's chunk sharded (its blocks, plus the chunk as the root)."""
+    if hcg.pp_size == 1:
+        apply_sharding(model, hcg=hcg)
+        if hcg.sep_size > 1:  # a Hugging Face model attends through it now; a model of one's own must
+            require_sep_attention(model)
+        if hcg.cp_size > 1:
+            require_cp_attention(model)
+        return model
+    _, chunks, stages = split_model(model, hcg)  # (check_cut refused sep_degree and cp_degree > 1 before)
+    for chunk in chunks:
+        apply_sharding(chunk, hcg=hcg)
+    return PipelineModel(model, chunks, stages, hcg, loss_fn)
+
+
+def _check_before_any_change(model: nn.Module, matches: list[Match], hcg: HybridGroup) -> tuple[Any, list[Any]]:
+    """Every technique's refusals, before the model changes (replacing keeps module names, so later checks hold):
+    the Hugging Face sequence-parallel plan (None without it) and the experts to split over ep."""
     # Hugging Face decoders enter the sequence-parallel region at their first layer (see sequence_hf).
     hf_sequence = None
     if hcg.resolved.mp.sequence_parallel and hcg.mp_size > 1 and getattr(model, "config", None) is not None:
         hf_sequence = plan_sequence_parallel(model, matches)
-    recompute_targets(model, hcg)  # its errors too come before any change (replacing keeps module names)
+    recompute_targets(model, hcg)
     sharding_units(model, hcg)
     if hcg.pp_size > 1:
         check_cut(model, hcg)
     if hcg.sep_size > 1:
         check_heads(model, hcg)
     experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
+    return hf_sequence, experts
+
+
+def apply_tp(model: nn.Module, matches: list[Match], hcg: HybridGroup, *, hf_sequence: Any = None,
+             sequence_dim: int = 1) -> dict[str, str]:
+    """Tensor parallelism: each matched module replaced by its parallel layer (carrying its weights), marked
+    (sequence_parallel, replicated_with_grad_allreduce) or left whole (replicate); a tied embedding and head share
+    one Parameter. Returns {module name: style}."""
     modules = dict(model.named_modules())
     # A weight tied between two modules: the Parameter their replacements share, once the first is made.
     tied: list[tuple[torch.Tensor, nn.Parameter | None]] = [(getattr(o[0][1], o[0][2]), None) for o in tied_owners(model)]
@@ -123,29 +172,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
         _share_tied(m.module, replacement, tied)
         parent_name, _, child = m.name.rpartition(".")
         setattr(modules[parent_name], child, replacement)
-    if hf_sequence is not None:
-        install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
-    fork_split_attention(model, matches, hcg)  # split heads' attention dropout: each mp rank's own stream
-    if hcg.sep_size > 1 and is_hugging_face(model):  # after tensor parallelism: mp and sep split the heads together
-        install_sep_attention(model, hcg)
-    if hcg.cp_size > 1 and is_hugging_face(model):  # after tensor parallelism: cp attends over mp's heads
-        install_cp_attention(model, hcg)
-    split_experts(experts, hcg)
-    setattr(model, APPLIED, {**getattr(model, APPLIED, {}), **applied})
-    apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
-    if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1 and hcg.pp_size == 1:  # pipelines broadcast per stage
-        model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
-    if hcg.pp_size == 1:
-        apply_sharding(model, hcg=hcg)  # last: FSDP2 units over the blocks as tensor parallelism and recompute left them
-        if hcg.sep_size > 1:  # a Hugging Face model attends through it now; a model of one's own must
-            require_sep_attention(model)
-        if hcg.cp_size > 1:
-            require_cp_attention(model)
-        return model
-    _, chunks, stages = split_model(model, hcg)  # (check_cut refused sep_degree and cp_degree > 1 above)
-    for chunk in chunks:
-        apply_sharding(chunk, hcg=hcg)  # each stage's chunk: its blocks, plus the chunk as the root
-    return PipelineModel(model, chunks, stages, hcg, loss_fn)
+    return applied
 
 
 def _check_expert_parallel(model: nn.Module, hcg: HybridGroup) -> list[tuple[str, nn.Module]]:

@@ -83,7 +83,13 @@ def init(
         error = e
     agree(resolved, error, rank=rank, world_size=world)
     assert resolved is not None
+    _STATE.current = _build(resolved, rank, world, timeout)
+    return _STATE.current
 
+
+def _build(resolved: Resolved, rank: int, world: int, timeout: datetime.timedelta | None) -> HybridGroup:
+    """Every axis's groups (every rank makes every group, in one order), the mesh over them, the expert and embedding
+    groups, and this rank's random streams."""
     layout = resolved.process_groups()  # axis -> its groups, in the strategy's order
     axes = {axis: _make_groups(groups, resolved.nccl.get(axis, {}), rank, timeout) for axis, groups in layout.items()}
     p2p = communicator_options(resolved.nccl.get("pp_p2p", {}), dist.get_backend())
@@ -102,10 +108,8 @@ def init(
     embedding = _embedding_group(resolved, layout["pp"], axes["pp"].group, rank, timeout)
     mp_rng = seed_streams(resolved, mp_rank=axes["mp"].rank, pp_rank=axes["pp"].rank, pp_size=axes["pp"].size)
     assert pp_p2p.group is not None
-    _STATE.current = HybridGroup(resolved=resolved, rank=rank, world_size=world, axes=axes, pp_p2p_group=pp_p2p.group,
-                                 mesh=mesh, mp_rng=mp_rng, embedding_group=embedding[0], embedding_ranks=embedding[1],
-                                 **meshes)
-    return _STATE.current
+    return HybridGroup(resolved=resolved, rank=rank, world_size=world, axes=axes, pp_p2p_group=pp_p2p.group, mesh=mesh,
+                       mp_rng=mp_rng, embedding_group=embedding[0], embedding_ranks=embedding[1], **meshes)
 
 
 def _embedding_group(resolved: Resolved, pp_groups: list[list[int]], pp_group: dist.ProcessGroup | None, rank: int,
