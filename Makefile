@@ -33,7 +33,7 @@ proto-check: $(STAMP)
 		echo "$$f has no .proto any more: delete it"; exit 1; }; done && \
 	echo "generated/ is up to date ($(words $(PROTOS)) .proto files)"
 
-# The reference page is generated from the schema; tests/test_reference.py checks it is fresh.
+# The reference page is generated from the schema; tests/strategy/schema/test_reference.py checks it is fresh.
 docs: $(STAMP)
 	$(VENV)/bin/strategy docs > docs/strategy-reference.md.tmp && mv docs/strategy-reference.md.tmp docs/strategy-reference.md
 
@@ -44,20 +44,20 @@ docs: $(STAMP)
 # causal mask, sep's and cp's AttentionInterface, the MoE experts, checkpoints, the fine-tuning example); test-transformers runs them all.
 TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)
 OLDEST_DIR := $(VENV)/transformers-$(TRANSFORMERS_OLDEST)
-HF_TESTS := tests/test_transformers_versions.py tests/test_parallelize.py tests/test_sep.py tests/test_cp.py \
-	tests/test_experts.py tests/test_pipeline.py tests/test_checkpoint.py tests/test_sharding.py tests/test_tied.py
-HF_RANGE_TESTS := tests/test_transformers_versions.py \
-	tests/test_parallelize.py::test_sequence_parallel_hugging_face_models_match_too \
-	tests/test_parallelize.py::test_qwen3s_per_head_norms_sum_their_gradients_over_mp \
-	tests/test_parallelize.py::test_recomputing_with_a_padding_mask_gives_the_gradients_of_keeping_the_activations \
-	tests/test_parallelize.py::test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun \
-	tests/test_pipeline.py::test_llama_at_pp2_trains_as_one_process_on_every_schedule \
-	tests/test_sep.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
-	tests/test_cp.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
-	"tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2]" \
-	"tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[mixtral_ep2]" \
-	"tests/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2_mp2_dp2]" \
-	tests/test_checkpoint.py::test_full_state_dict_of_a_parallelised_llama_loads_into_a_plain_one_with_the_same_logits
+HF_TESTS := tests/parallel/compose/test_transformers_versions.py tests/parallel/compose/test_parallelize.py tests/parallel/sep/test_sep.py tests/parallel/cp/test_cp.py \
+	tests/parallel/experts/test_experts.py tests/parallel/pipeline/test_pipeline.py tests/parallel/checkpoint/test_checkpoint.py tests/parallel/sharding/test_sharding.py tests/parallel/tensor/test_tied.py
+HF_RANGE_TESTS := tests/parallel/compose/test_transformers_versions.py \
+	tests/parallel/compose/test_parallelize.py::test_sequence_parallel_hugging_face_models_match_too \
+	tests/parallel/compose/test_parallelize.py::test_qwen3s_per_head_norms_sum_their_gradients_over_mp \
+	tests/parallel/compose/test_parallelize.py::test_recomputing_with_a_padding_mask_gives_the_gradients_of_keeping_the_activations \
+	tests/parallel/compose/test_parallelize.py::test_finetune_script_loads_a_local_checkpoint_and_trains_under_torchrun \
+	tests/parallel/pipeline/test_pipeline.py::test_llama_at_pp2_trains_as_one_process_on_every_schedule \
+	tests/parallel/sep/test_sep.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
+	tests/parallel/cp/test_cp.py::test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process \
+	"tests/parallel/experts/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2]" \
+	"tests/parallel/experts/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[mixtral_ep2]" \
+	"tests/parallel/experts/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2_mp2_dp2]" \
+	tests/parallel/checkpoint/test_checkpoint.py::test_full_state_dict_of_a_parallelised_llama_loads_into_a_plain_one_with_the_same_logits
 
 # Static checks: pyflakes-level lint everywhere, types on the two packages.
 lint: $(STAMP)

@@ -1,4 +1,4 @@
-"""The memory model next to the runtime: for each run of tests/test_plan_memory.py (small Hugging Face Llama, Qwen2 and
+"""The memory model next to the runtime: for each run of tests/strategy/planning/test_plan_memory.py (small Hugging Face Llama, Qwen2 and
 Qwen3-MoE models on every axis, with and without recompute and bf16), what strategy.estimate_memory says a rank holds
 and what the rank held: parameters, gradients and optimizer state counted from its tensors after one step, and the
 activations as the peak of the live tensors saved for backward (saved-tensor hooks holding what they pack detached,
@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "strategy" / "planning"))  # the memory cases and their runs
 import harness  # noqa: E402
 
 KINDS = ("parameters", "gradients", "optimizer", "activations")
@@ -47,7 +48,7 @@ def _label(text: str) -> str:
 
 def main() -> None:
     from distributed import Pools
-    import tp_plan_cases as cases
+    import plan_memory_cases as cases
     from test_plan_memory import RUNS
 
     args = harness.parse_args(__doc__.split("\n")[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,15 @@ settings.register_profile("suite", phases=tuple(p for p in Phase if p is not Pha
 settings.load_profile("suite")
 
 ROOT = Path(__file__).resolve().parent.parent
+# The packages under test from src/ on the path, found before tests/strategy/ and tests/parallel/, which would
+# otherwise be taken for namespace packages of those names (the editable install's finder comes after the path's).
+sys.path.insert(0, str(ROOT / "src"))
+# tests/ mirrors src/ (tests/strategy/<package>/, tests/parallel/<axis>/, tests/examples/): the shared helpers here
+# (distributed, rank_helpers, ...) and each feature's rank-side cases module are imported by name from any folder,
+# and by the spawned ranks, which inherit this path.
+for _folder in sorted({p.parent for p in Path(__file__).parent.rglob("*.py")} - {Path(__file__).parent / "fixtures"}):
+    if "fixtures" not in _folder.parts and str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 PADDLE_FIXTURES = ROOT.parent / "shared" / "fixtures" / "paddle"
 PADDLE_CASES = sorted(p.stem for p in PADDLE_FIXTURES.glob("*.prototxt"))
 PADDLE_SCHEMA = PADDLE_FIXTURES / "paddle-3.3.1-schema.json"  # schema facts, not a strategy file
@@ -21,6 +31,15 @@ PADDLE_SCHEMA = PADDLE_FIXTURES / "paddle-3.3.1-schema.json"  # schema facts, no
 PADDLE_FILES = sorted(p for p in PADDLE_FIXTURES.iterdir() if p.suffix in (".prototxt", ".json", ".binpb") and p != PADDLE_SCHEMA)
 # The cases that set only what this project implements: they resolve under the strict policy.
 PADDLE_IMPLEMENTED_CASES = ["dp2_tp2_sync_average", "tp2_async_skip", "tp2_defaults"]
+
+
+def assert_parity(result: dict, *, attention: str | None = None) -> None:
+    """A rank-side parity case's losses and clipped norms against one process's (`ref_losses`, `ref_norms`), and the
+    attention the model ran through (sep's, cp's) when `attention` names it."""
+    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)  # (sep, cp: the shares sum to the loss)
+    assert result["norms"] == pytest.approx(result["ref_norms"], rel=1e-5)
+    if attention is not None:
+        assert result["attention"] == attention
 
 
 def explain_rows(text: str) -> dict[str, list[str]]:

@@ -22,8 +22,8 @@ RTOL, ATOL = 1e-5, 1e-6
 # these suites, eps 1e-8 and 1e-6 each left a weight ~1e-6 off (3.8e-6 under virtual pp at 1e-6), eps 1e-5 at most
 # 1.6e-7. Above eps a gradient steps ~lr by its sign, below it lr·g/eps, so a gradient off by a factor shows more,
 # not less: a gradient merge that forgot to average (cp recompute case) moved 476 of a layer's 2048 weights by up to
-# 2e-4 at eps 1e-5, one by 4e-6 at 1e-8. Another lr, more steps or a larger Δg scale the bound (tp_model_cases' lr,
-# tp_expert_cases' EPS).
+# 2e-4 at eps 1e-5, one by 4e-6 at 1e-8. Another lr, more steps or a larger Δg scale the bound (model_cases' lr,
+# expert_cases' EPS).
 ADAMW_EPS = 1e-5
 PARITY_RTOL, PARITY_ATOL = 1e-5, 1e-6
 

@@ -18,7 +18,7 @@ from torch.torch_version import TorchVersion
 __all__ = ["V_EVAL_FIXED_IN", "ForwardOnlyV", "needs_forward_only_v"]
 
 # The first torch release whose V schedules evaluate forward only. None: none does yet (2.13 is the newest measured);
-# tests/test_pipeline_eval.py runs torch's own V eval and fails once a release fixes it, so this can name it.
+# tests/parallel/pipeline/test_pipeline_eval.py runs torch's own V eval and fails once a release fixes it, so this can name it.
 V_EVAL_FIXED_IN: str | None = None
 
 

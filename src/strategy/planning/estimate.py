@@ -1,7 +1,7 @@
 """Bytes on one rank for a decoder under a resolved strategy: parameters, gradients and optimizer state as this runtime
 holds them after an optimizer step, and the activations saved for backward during a step.
 
-Model states, by what the runtime keeps (measured on it, tests/test_plan_memory.py):
+Model states, by what the runtime keeps (measured on it, tests/strategy/planning/test_plan_memory.py):
 - Without sharding, fp32: 4 + 4 + 8 bytes a parameter (weights, gradients, AdamW's two moments). Under pure
   bf16/fp16 (amp use_pure_*): 16-bit weights and gradients, fp32 masters and moments, 2 + 2 + 12 (the fp32 master's
   gradient is a temporary of the step); normalisation weights stay fp32 (Paddle's O2), 4 + 4 + 8.
@@ -15,7 +15,7 @@ Model states, by what the runtime keeps (measured on it, tests/test_plan_memory.
 
 Activations: the bytes autograd saves for backward, per token of a rank and per decoder layer, counted with
 saved-tensor hooks on Hugging Face's Llama, Qwen2 and Qwen3-MoE (SDPA) as this runtime runs them and matched by these
-terms (tests/test_plan_memory.py; bench/README.md §13 says how it is measured): each RMSNorm its fp32 input, its
+terms (tests/strategy/planning/test_plan_memory.py; bench/README.md §13 says how it is measured): each RMSNorm its fp32 input, its
 scale and the normalised values (4h + 4 + h·stream); the column layers after a norm its output, once where they share
 it, once each where each makes its own copy (autocast casts the fp32 output of a norm whose weight stays fp32;
 sequence parallelism all-gathers it for every layer); q and k before and after the rotation and the attention's

@@ -1,0 +1,199 @@
+"""Rank-side cases of expert parallelism (ep): small Qwen3-MoE and Mixtral models, experts split over ep, against one
+process on the same rows (the router's auxiliary loss included)."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+import parallel
+import strategy
+from rank_helpers import close, init, train_beside_one_process
+from parallel.topology.dtensors import local
+
+VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
+
+# The combine sums a token's experts in another order than one process does: an embedding entry whose gradient
+# cancels to ~1e-7 then differs by float32 rounding (Δg ~4e-9, four times rank_helpers.ADAMW_EPS's argument), which
+# AdamW's default eps (1e-8) turns into steps ~lr apart. eps 1e-4 keeps such entries' steps ~4e-8 (lr·Δg/eps) while
+# gradients of 1e-3 still step ~0.9 lr.
+EPS = 1e-4
+
+
+def moe(kind: str = "qwen3_moe", experts: int = 8):
+    import transformers
+
+    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
+                  num_experts_per_tok=2, max_position_embeddings=SEQ, output_router_logits=True,
+                  router_aux_loss_coef=0.01, tie_word_embeddings=False)
+    if kind == "qwen3_moe":
+        config = transformers.Qwen3MoeConfig(num_experts=experts, moe_intermediate_size=16, intermediate_size=64,
+                                             norm_topk_prob=True, **common)
+        cls = transformers.Qwen3MoeForCausalLM
+    else:
+        config = transformers.MixtralConfig(num_local_experts=experts, intermediate_size=16, router_jitter_noise=0.0,
+                                            **common)
+        cls = transformers.MixtralForCausalLM
+    torch.manual_seed(0)
+    model = cls(config)
+    with torch.no_grad():  # uneven routing: some experts favoured
+        for name, p in model.named_parameters():
+            if name.endswith("mlp.gate.weight"):
+                p.add_(torch.linspace(-0.5, 0.5, p.shape[0]).unsqueeze(1))
+    return model
+
+
+def ep_text(ep: int, *, dp: int = -1, extra: str = "") -> str:
+    return f"{extra} hybrid_configs {{ dp_degree: {dp} ep_degree: {ep} }}"
+
+
+def _rows(step: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows and labels whose prompt (-100) ends at a different place in each row."""
+    g = torch.Generator().manual_seed(900 + step)
+    ids = torch.randint(0, VOCAB, (count, SEQ), generator=g)
+    labels = ids.clone()
+    for r in range(count):
+        labels[r, : 2 + r + step] = -100
+    return ids, labels
+
+
+def parity(text: str, kind: str = "qwen3_moe", steps: int = 3, clip: float | None = 1.0) -> dict:
+    """Each data rank's loss (cross-entropy + the router's aux loss) on its rows; after `steps` AdamW steps the
+    parameters (experts gathered) are the one-process ones, and each rank holds only its block of experts."""
+    hcg = init(strategy.loads(text))
+    reference = moe(kind)
+    model = parallel.parallelize(copy.deepcopy(reference))
+    result = train_beside_one_process(hcg, model, reference, _rows, rows_per_rank=ROWS, lr=LR, steps=steps, clip=clip,
+                                      eps=EPS, split=False)  # the aux loss is per batch: each data rank's, averaged
+    experts = [p for p in model.parameters() if p.dim() == 3]
+    return result | {"local_experts": {p.shape[0] for p in experts},  # this ep rank's block
+                     "held_rows": {local(p).shape[0] for p in experts}}  # of which this rank holds (moe_sharding)
+
+
+def save_moe(text: str, path: str) -> dict:
+    """Two steps at `text`, saved; the gathered state dict."""
+    init(strategy.loads(text))
+    model = parallel.parallelize(moe())
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=EPS))
+    for step in range(2):
+        ids, labels = _rows(step, ROWS)
+        model(input_ids=ids, labels=labels).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    parallel.save(path, model, opt, step=2)
+    return parallel.full_state_dict(model)
+
+
+def load_moe(text: str, path: str) -> dict:
+    import warnings
+
+    init(strategy.loads(text))
+    torch.manual_seed(3)
+    model = parallel.parallelize(moe())
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=EPS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        info = parallel.load(path, model, opt)
+    state = [local(s["exp_avg"]).shape[0] for p, s in opt.state.items() if p.dim() == 3]
+    return {"full": parallel.full_state_dict(model), "resharded": info.resharded, "expert_state_rows": set(state)}
+
+
+def refusals(text: str) -> dict:
+    """parallelize's refusals under ep, each before any change: a model without experts, and experts ep does not
+    divide."""
+    from torch import nn
+
+    init(strategy.loads(text))
+    out = {}
+    for name, model in (("plain", nn.Sequential(nn.Linear(4, 4))), ("five", moe(experts=5))):
+        try:
+            parallel.parallelize(model, plan={})
+        except strategy.StrategyError as e:
+            out[name] = str(e)
+    return out
+
+
+def ep_with_pp() -> str:
+    init(strategy.loads("hybrid_configs { dp_degree: -1 pp_degree: 2 ep_degree: 2 }"))
+    try:
+        parallel.parallelize(moe(), plan={})
+    except strategy.StrategyError as e:
+        return str(e)
+    return ""
+
+
+def finetune_losses(path: str, steps: int, model_type: str) -> list[float]:
+    """examples/finetune_hf.py's MoE model (`--model-type`) and loop under `path`, with this file's AdamW eps."""
+    import sep_cases
+
+    return sep_cases.finetune_losses(path, steps, model_type, eps=EPS)
+
+
+class OwnExperts(torch.nn.Module):
+    """A module of one's own with transformers' experts interface, its forward the one-process loop."""
+
+    def __init__(self, experts: int = 4, hidden: int = 8, inner: int = 6) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        self.gate_up_proj = torch.nn.Parameter(torch.randn(experts, 2 * inner, hidden, generator=g) / 3)
+        self.down_proj = torch.nn.Parameter(torch.randn(experts, hidden, inner, generator=g) / 3)
+
+    def forward(self, hidden_states, top_k_index, top_k_weights):
+        out = torch.zeros_like(hidden_states)
+        for t in range(hidden_states.shape[0]):
+            for e, w in zip(top_k_index[t].tolist(), top_k_weights[t]):
+                gate, up = torch.nn.functional.linear(hidden_states[t], self.gate_up_proj[e]).chunk(2)
+                out[t] = out[t] + w * torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.down_proj[e])
+        return out
+
+
+def own_experts_one_sided(text: str) -> dict:
+    """Every rank's tokens routed to the first rank's experts only: the other ranks receive nothing, and still join
+    the backward's all-to-alls. Outputs and gradients equal the one-process module's on the same tokens."""
+    import torch.distributed as dist
+
+    hcg = init(strategy.loads(text))
+    reference = OwnExperts()
+    split = parallel.parallelize(copy.deepcopy(reference), plan={})
+    g = torch.Generator().manual_seed(10 + hcg.rank)
+    hidden = torch.randn(5, 8, generator=g, requires_grad=True)
+    index = torch.randint(0, 4 // hcg.ep_size, (5, 2), generator=g)  # only block 0's experts
+    weights = torch.rand(5, 2, generator=g)
+    out = split.forward(hidden, index, weights)
+    ref = reference(hidden, index, weights)
+    close(out, ref, "output")
+    out.pow(2).sum().backward()
+    # A rank whose experts received nothing has no gradient for them (the optimizer fills zeros).
+    mine = [p.grad.clone() if p.grad is not None else torch.zeros_like(p) for p in (split.gate_up_proj, split.down_proj)]
+    hidden_grad = hidden.grad.clone()
+    hidden.grad = None
+    ref.pow(2).sum().backward()
+    close(hidden_grad, hidden.grad, "hidden grad")
+    whole = [p.grad.clone() for p in (reference.gate_up_proj, reference.down_proj)]
+    for w in whole:
+        dist.all_reduce(w)  # every rank's tokens' contributions, as the split experts got them
+    block = 4 // hcg.ep_size
+    for m, w in zip(mine, whole):
+        close(m, w[hcg.ep_rank * block:(hcg.ep_rank + 1) * block], "expert grad")
+    return {"received_nothing": hcg.ep_rank != 0}
+
+
+def own_experts_unused_on_one_replica(text: str) -> dict:
+    """ep 2 × edp 2 without dp (sharding 4): the first edp position's tokens reach only the first block, so ep rank 1
+    there has no expert gradient while its replica has one. The step still averages over edp (a zero for the unused
+    block) and leaves the replicas equal."""
+    hcg = init(strategy.loads(text))
+    model = torch.nn.Module()
+    model.blocks = torch.nn.ModuleList([torch.nn.Linear(8, 8), OwnExperts()])  # FSDP2's units: the dense block
+    parallel.parallelize(model, plan={})
+    dense, experts = model.blocks
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
+    g = torch.Generator().manual_seed(20 + hcg.rank)
+    hidden = dense(torch.randn(5, 8, generator=g))
+    high = 2 if hcg.edp_rank == 0 else 4
+    experts(hidden, torch.randint(0, high, (5, 2), generator=g), torch.rand(5, 2, generator=g)).pow(2).sum().backward()
+    had_grad = experts.gate_up_proj.grad is not None
+    opt.step()
+    parallel.check_replicas(model, grads=False)
+    return {"had_grad": had_grad, "edp_rank": hcg.edp_rank, "ep_rank": hcg.ep_rank}
