@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import sys
 import time
 from typing import Any, Callable
@@ -158,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+@functools.cache
 def corpus_text() -> str:
+    """The corpus as text (read once: the tokenizer check samples it, then the run encodes it)."""
     return bytes(corpus().tolist()).decode("utf-8")
 
 

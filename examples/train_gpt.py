@@ -198,7 +198,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     norms: list[float] = []
     replicas = ""  # the last replica check that passed, shown in the progress bar
     bar = _progress(cfg.steps - first) if progress else None
-    profiler = _profiler(trace_dir) if trace_dir else None
+    profiler = _Profiler(trace_dir) if trace_dir else None
     start = time.perf_counter()
     try:
         for step in range(first, cfg.steps):
@@ -224,8 +224,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
             scheduler.step()
             losses.append(global_mean(loss, hcg))
             if profiler:
-                with _stderr_to(trace_dir / f"profiler_rank{hcg.rank}.log"):  # kineto's start/stop lines, off the bar
-                    profiler.step()
+                profiler.step()
             if bar:
                 elapsed = time.perf_counter() - start
                 shown = {"grad_norm": f"{norms[-1]:.2f}"} if norms else {}
@@ -242,8 +241,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     ckpt.close()  # the last background save, committed
     elapsed = time.perf_counter() - start
     if profiler:
-        with _stderr_to(trace_dir / f"profiler_rank{hcg.rank}.log"):
-            profiler.stop()
+        profiler.stop()
     return {
         "steps": cfg.steps,
         "first_step": first,
@@ -273,26 +271,38 @@ def _progress(total: int):
     return tqdm(total=total, desc="train", unit="step", dynamic_ncols=True)
 
 
-def _profiler(trace_dir: Path):
-    """Profile steps 2-4 (after a warm-up) and write a Chrome/Perfetto trace per rank."""
-    from torch.profiler import ProfilerActivity, profile, schedule
+class _Profiler:
+    """Profile steps 2-4 (after a warm-up) and write a Chrome/Perfetto trace per rank. Its start, steps and stop run
+    with kineto's lines (one at every start and stop, "USDT: ... profiler_start", which no log level silences) sent
+    to profiler_rankR.log beside the trace, off the progress bar."""
 
-    rank = dist.get_rank()
+    def __init__(self, trace_dir: Path) -> None:
+        from torch.profiler import ProfilerActivity, profile, schedule
 
-    def save(prof) -> None:
-        prof.export_chrome_trace(str(trace_dir / f"trace_rank{rank}.json"))
+        rank = dist.get_rank()
+        self.log = trace_dir / f"profiler_rank{rank}.log"
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1), on_trace_ready=save)
-    with _stderr_to(trace_dir / f"profiler_rank{rank}.log"):
-        prof.start()
-    return prof
+        def save(prof) -> None:
+            prof.export_chrome_trace(str(trace_dir / f"trace_rank{rank}.json"))
+
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+        self.prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                            on_trace_ready=save)
+        with _stderr_to(self.log):
+            self.prof.start()
+
+    def step(self) -> None:
+        with _stderr_to(self.log):
+            self.prof.step()
+
+    def stop(self) -> None:
+        with _stderr_to(self.log):
+            self.prof.stop()
 
 
 @contextlib.contextmanager
 def _stderr_to(path: Path) -> Iterator[None]:
-    """File descriptor 2 appended to `path` for the block: the profiler's C++ side (kineto) prints a line at every
-    start and stop ("USDT: ... profiler_start") that no log level silences, and it would break into the progress bar."""
+    """File descriptor 2 appended to `path` for the block (what C++ code prints there, past sys.stderr)."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
