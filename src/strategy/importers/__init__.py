@@ -15,7 +15,7 @@ from .._generated.distributed_strategy_pb2 import DistributedStrategy
 from ..errors import Location, StrategyError
 from ..formats.codec import decode
 from ..formats.io import from_dict, read_bytes
-from .common import AUTO, Leaf, NoCounterpart, Nothing, Tool, Unexpanded, located, show
+from .common import AUTO, Leaf, NoCounterpart, Nothing, Overridden, Tool, Unexpanded, located, show
 from .facts import Occurrence, Outcome
 from .plan import plan
 
@@ -196,12 +196,15 @@ def _tool(kind: str, source: str) -> Tool:
 
 
 def _unique(leaves: list[Leaf]) -> list[Leaf]:
-    """A key given twice is one leaf, the last value winning (argparse); it keeps its first place."""
-    last = {leaf.key: leaf for leaf in leaves}
+    """A key given twice is one leaf, the last value winning (argparse); it keeps its first place. A value a tool's
+    reader already marked `Overridden` (a launch flag's file value) stays beside the one that replaced it."""
+    last = {leaf.key: leaf for leaf in leaves if not isinstance(leaf.value, Overridden)}
     seen: set[str] = set()
     out = []
     for leaf in leaves:
-        if leaf.key not in seen:
+        if isinstance(leaf.value, Overridden):
+            out.append(leaf)
+        elif leaf.key not in seen:
             seen.add(leaf.key)
             out.append(last[leaf.key])
     return out
@@ -233,6 +236,8 @@ def _read(tool: Tool, leaf: Leaf, own_key: str, index: int, occurrences: list[Oc
                        "its default")
     if isinstance(leaf.value, Unexpanded):
         return Outcome("unresolved", (), leaf.value.reason)
+    if isinstance(leaf.value, Overridden):
+        return Outcome("no counterpart", (), f"replaced by {leaf.value.by}")
     rule = tool.rule(own_key)
     if rule is None:
         return Outcome("unresolved", (), f"no rule for this key: not a {tool.name} setting this importer knows; "
@@ -271,4 +276,6 @@ def _entry(leaf: Leaf, early: Outcome | None, outcomes: list[Outcome], note: str
     if status != "mapped" and not reason:
         raise AssertionError(f"{leaf.key}: {status} without a reason")
     value = leaf.value.text if isinstance(leaf.value, Unexpanded) else leaf.value  # `$1` stays as written
+    if isinstance(value, Overridden):
+        value = value.value
     return Entry(key=leaf.key, value=value, status=status, fields=fields, reason=reason, where=leaf.where)

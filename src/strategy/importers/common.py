@@ -15,7 +15,7 @@ from ..errors import Location, StrategyError
 from ..formats.tree import Mapping as TreeMapping, Node, Scalar, Sequence as TreeSequence
 
 __all__ = ["AUTO", "CLIP", "OFFLOAD", "OFFLOAD_DEVICE", "OFFLOAD_SWITCH", "SCALE_FLOOR", "SELECTIVE", "Leaf",
-           "NoCounterpart", "Nothing", "Reader", "Rule", "Tool", "Unexpanded", "choice", "const", "flatten", "integer",
+           "NoCounterpart", "Nothing", "Overridden", "Reader", "Rule", "Tool", "Unexpanded", "choice", "const", "flatten", "integer",
            "number", "show", "truth"]
 
 AUTO = "auto"  # the Trainer / accelerate convention: filled in at launch, so unset here
@@ -45,6 +45,14 @@ class Unexpanded(NamedTuple):
 
     text: str
     reason: str
+
+
+class Overridden(NamedTuple):
+    """A value a later one of the same key replaces (argparse's last value wins; a launch flag after the argument file
+    it overrides): its report line shows what it said and what replaced it, where; it states no fact."""
+
+    value: Any
+    by: str  # `key value at file:line:col` of the value that wins
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +105,8 @@ class Tool:
     `size_one_replicates` whether explicit data degrees of 1 and 1 replicate over every process instead;
     `fsdp_by_default` whether its data parallelism is FSDP unless told otherwise, so that with cp it shards over the
     cp ranks even where no data rank shards; `fsdp_spans_cp` whether its FSDP mesh spans the cp ranks too, which
-    sharding_degree here does not.
+    sharding_degree here does not; `world_hint` where a run of the tool states its world size, when its files
+    cannot (Paddle's argument files: the launch command's devices).
     """
 
     kind: str
@@ -114,6 +123,7 @@ class Tool:
     size_one_replicates: bool = False
     fsdp_by_default: bool = False
     fsdp_spans_cp: bool = False
+    world_hint: str = ""
 
     def rule(self, key: str) -> Rule | None:
         return next((r for r in self.rules if r.matches(key)), None)
@@ -146,6 +156,8 @@ def show(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, Unexpanded):
         return value.text
+    if isinstance(value, Overridden):
+        return show(value.value)
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, list):

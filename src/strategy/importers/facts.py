@@ -73,6 +73,13 @@ FACTS: dict[str, str] = {
     "seed": "tensor_parallel_configs.tensor_init_seed at tensor-parallel degree > 1; otherwise the script's",
     "granularity": "how much recompute recomputes: \"full\" every block (recompute), the rest no counterpart",
     "save_strategy": "\"steps\": save_steps counts; \"no\" / \"epoch\": no step-counted checkpoints",
+    "stage2_overlap": "checked (sharding stage 2 and logging_steps > 1, as the trainer asserts); FSDP2 overlaps its "
+                      "reduce-scatters on its own",
+    "stage1_broadcast_overlap": "checked (stage 1 without split_param); FSDP2 prefetches its all-gathers on its own",
+    "stage1_allgather_overlap": "checked (stage 1 with split_param); FSDP2 prefetches its all-gathers on its own",
+    "logging_steps": "the training loop's logging interval (checked where the trainer's overlap switches need > 1)",
+    "do_eval": "the training loop's evaluation (checked against evaluation_strategy where the trainer does)",
+    "eval_strategy": "when the training loop evaluates (no counterpart)",
     "checked": "nothing in the strategy",
     "refused": "an error at the key",
     "offload": "offloading parameters or optimizer state to CPU or NVMe (not implemented; off is how the strategy runs)",

@@ -48,11 +48,13 @@ def arguments(text_: str, source: str) -> list[Leaf]:
 
 
 def with_words(arguments_: list[Leaf]) -> list[Leaf]:
-    """The arguments, each `*_parallel_config` string followed by one leaf per word."""
+    """The arguments, each `*_parallel_config` string followed by one leaf per word (only the last string of a key
+    given twice: a flag's replaces the file's words, not adds to them)."""
     out: list[Leaf] = []
-    for leaf in arguments_:
+    last = {leaf.key: i for i, leaf in enumerate(arguments_)}
+    for i, leaf in enumerate(arguments_):
         out.append(leaf)
-        if leaf.key in WORD_KEYS and isinstance(leaf.value, str):
+        if leaf.key in WORD_KEYS and isinstance(leaf.value, str) and last[leaf.key] == i:
             out += [Leaf(f"{leaf.key}.{word}", True, leaf.where) for word in words(leaf.value)]
     return out
 
@@ -100,9 +102,11 @@ def _refuse(why: str) -> Reader:
 
 
 def _word_rules(config: str, table: Mapping[str, tuple[str | None, Any]], cite: str, *,
-                ignored: str | None = None) -> tuple[Rule, ...]:
+                ignored: str | None = None, axis: str | None = None) -> tuple[Rule, ...]:
     """One rule a word: `table` word -> (field, value when the word is present) or (None, why) for a word that sets
-    nothing; `ignored` (PaddleFormers 1.2.0) says every word is validated and ignored; an unknown word is refused."""
+    nothing; `ignored` (PaddleFormers 1.2.0) says every word is validated and ignored. An unknown word is refused
+    where the trainer reads the words: at read for `axis` None, else by `paddle_rules` when that axis is on (the
+    trainer checks a block's words only on entering it)."""
     rules = []
     for word, (path, on) in table.items():
         key = f"{config}.{word}"
@@ -112,10 +116,32 @@ def _word_rules(config: str, table: Mapping[str, tuple[str | None, Any]], cite: 
             rules.append(Rule(key=key, means="checked", read=_nothing(on), cite=cite))
         else:
             rules.append(Rule(key=key, means=path, read=truth(on, not on), cite=cite))
-    known = ", ".join(table)
-    rules.append(Rule(key=f"{config}.*", read=_refuse(f"not a word of {config}; the trainer raises ValueError on "
-                                                     f"it (known: {known})"), means="refused", cite=cite))
+    if axis is None:
+        rules.append(Rule(key=f"{config}.*", read=_refuse(unknown_word(config, table)), means="refused", cite=cite))
+    else:
+        rules.append(Rule(key=f"{config}.*", cite=cite, reason=f"not a word of {config}; the trainer reads these "
+                          f"words only at {_DEGREE[axis]} > 1 (where it raises ValueError on this one)"))
     return (Rule(key=config, means="checked", read=WORDS_CONFIG, cite=cite), *rules)
+
+
+def unknown_word(config: str, known: Mapping[str, Any], word: str = "") -> str:
+    """What the trainer says of a word its `config` does not know, with the word it most likely misspells."""
+    from ..schema import closest
+
+    close = closest(word, list(known)) if word else None
+    hint = f"; did you mean {close}?" if close else f" (known: {', '.join(known)})"
+    return f"not a word of {config}; the trainer raises ValueError on it{hint}"
+
+
+def unknown_words(leaves: list[Leaf]) -> list[tuple[Leaf, str, str]]:
+    """Each word leaf of a hybrid block's config that its table does not know: the leaf, what the trainer says of
+    it, and the block's axis (pp, mp or sharding)."""
+    out = []
+    for leaf in leaves:
+        config, _, word = leaf.key.partition(".")
+        if config in _TABLES and word and word not in _TABLES[config][1]:
+            out.append((leaf, unknown_word(config, _TABLES[config][1], word), _TABLES[config][0]))
+    return out
 
 
 # PaddleNLP's words (MAPPING.md §2-4), each the field it sets and the value when present (None: checks only).
@@ -139,12 +165,11 @@ MP_WORDS: dict[str, tuple[str | None, Any]] = {
 SHARDING_WORDS: dict[str, tuple[str | None, Any]] = {
     "enable_stage1_tensor_fusion": (_SD + "tensor_fusion", True),
     "enable_stage1_overlap": (_SD + "comm_overlap", True),
-    "enable_stage2_overlap": (None, "the Trainer's stage-2 reduce and broadcast overlap; FSDP2 overlaps its "
-                                     "reduce-scatters on its own"),
+    "enable_stage2_overlap": ("stage2_overlap", True),
     "split_param": (_SD + "split_param", True),
     "disable_stage1_reduce_avg": (_SD + "use_reduce_avg", False),
-    "enable_stage1_broadcast_overlap": (None, "checked only; FSDP2 prefetches its all-gathers on its own"),
-    "enable_stage1_allgather_overlap": (None, "checked only; FSDP2 prefetches its all-gathers on its own"),
+    "enable_stage1_broadcast_overlap": ("stage1_broadcast_overlap", True),
+    "enable_stage1_allgather_overlap": ("stage1_allgather_overlap", True),
     "enable_release_grads": (_SD + "release_gradients", True),
     "enable_fuse_optimizer_states": (_SD + "enable_fuse_optimizer_states", True),
 }
@@ -153,12 +178,16 @@ AUTO_WORDS: dict[str, tuple[str | None, Any]] = {
     "enable_allreduce_avg_in_gradinent_scale": (None, _AUTO_ONLY), "gradient_sync_after_accumulate": (None, _AUTO_ONLY)}
 
 
+_TABLES = {"pipeline_parallel_config": ("pp", PP_WORDS), "tensor_parallel_config": ("mp", MP_WORDS),
+           "sharding_parallel_config": ("sharding", SHARDING_WORDS)}
+_DEGREE = {"pp": "the pipeline degree", "mp": "the tensor-parallel degree", "sharding": "the sharding degree"}
+
+
 def word_rules(cite: Mapping[str, str], *, ignored: Callable[[str], str] | None = None) -> tuple[Rule, ...]:
     """The rules of the four `*_parallel_config` strings (`cite`: config -> the tool's source key)."""
     out: list[Rule] = []
-    for config, table in (("pipeline_parallel_config", PP_WORDS), ("tensor_parallel_config", MP_WORDS),
-                          ("sharding_parallel_config", SHARDING_WORDS)):
-        out += _word_rules(config, table, cite[config], ignored=ignored(config) if ignored else None)
+    for config, (axis, table) in _TABLES.items():
+        out += _word_rules(config, table, cite[config], ignored=ignored(config) if ignored else None, axis=axis)
     for config in ("data_parallel_config", "sequence_parallel_config"):
         out += _word_rules(config, AUTO_WORDS, cite["auto"], ignored="read by the auto-parallel path only "
                            "(fleet.auto.Strategy); in the hybrid path data_parallel_config must be empty (asserted)")
@@ -209,8 +238,13 @@ def _mapped_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
         Rule(key="save_total_limit", means="ckpt_keep", cite=cite,
              read=Reader("a whole number; null: all", lambda v: Nothing("null: keep every checkpoint") if v is None
                          else integer(0).read(v))),
-        Rule(key="save_strategy", means="save_strategy", cite=cite, read=_save_strategy()),
+        Rule(key="save_strategy", means="save_strategy", cite=cite,
+             read=_when('"steps": save_steps counts; "no": no checkpoints; "epoch": no counterpart')),
         Rule(key="max_grad_norm", reason=CLIP, cite=cite),
+        Rule(key="logging_steps", means="logging_steps", read=integer(), cite=cite),
+        Rule(key="do_eval", means="do_eval", read=truth(True, False), cite=cite),
+        Rule(key="evaluation_strategy", means="eval_strategy", cite=cite,
+             read=_when('"steps", "epoch" or "no" (with do_eval, PaddleFormers refuses "no")')),
     )
 
 
@@ -319,16 +353,15 @@ def _opt_level() -> Reader:
                   read)
 
 
-def _save_strategy() -> Reader:
-    values = {"steps": "steps", "no": "no", "epoch": "epoch"}
-
+def _when(describe: str) -> Reader:
+    """A HF-style interval strategy ("steps", "epoch" or "no"), as save_strategy and evaluation_strategy take."""
     def read(value: Any) -> Any:
         key = str(value).strip().lower()
-        if key not in values:
+        if key not in ("steps", "no", "epoch"):
             raise ValueError('expected "steps", "epoch" or "no"')
-        return values[key]
+        return key
 
-    return Reader('"steps": save_steps counts; "no": no checkpoints; "epoch": no counterpart', read)
+    return Reader(describe, read)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -343,6 +376,8 @@ class Trainer:
             else it is silently dropped (PaddleNLP).
         pp_always: fields written whenever pp > 1, whatever the file says (PaddleFormers: delay_scale_loss).
         eval_batch: eval batch must equal train batch under pp (PaddleFormers' ConfigConflict).
+        eval_needs_strategy: do_eval with evaluation_strategy "no" is refused (PaddleFormers' ConfigConflict); else
+            the trainer warns and evaluates every eval_steps (PaddleNLP).
         granularity_switches: recompute_granularity turns recompute on (PaddleFormers, which has no `recompute`);
             else `recompute` does and the granularity only says how much.
     """
@@ -352,6 +387,7 @@ class Trainer:
     master_grad_needs_amp: bool
     pp_always: Mapping[str, Any] = field(default_factory=dict)
     eval_batch: bool = False
+    eval_needs_strategy: bool = False
     granularity_switches: bool = False
 
 
@@ -372,7 +408,7 @@ def degree(*, off: str = "off") -> Reader:
 
 
 def at_most_one(why: str) -> Reader:
-    """A degree the trainer asserts is <= 1 (expert tensor parallelism)."""
+    """A degree that must stay <= 1: what the trainer asserts (expert tensor parallelism) or cannot run (`why`)."""
     def read(value: Any) -> Any:
         n = integer(1, also=(-1, 0)).read(value)
         if n > 1:

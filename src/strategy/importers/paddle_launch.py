@@ -17,14 +17,16 @@ from typing import Any, NamedTuple
 from ..errors import Location, StrategyError
 from ..formats.codec import decode
 from ..formats.io import read_bytes
-from .common import Leaf, Unexpanded
+from .common import Leaf, Overridden, Unexpanded, show
 from .launcher import statements
 from .paddle import arguments, with_words
 from .shell import Env, Unknown, Word
 
-__all__ = ["LAUNCH", "file_leaves", "leaves", "names"]
+__all__ = ["LAUNCH", "LAUNCHED_WORLD", "file_leaves", "leaves", "names"]
 
 LAUNCH = "paddle.distributed.launch"
+LAUNCHED_WORLD = (f"import the script whose `python -m {LAUNCH}` runs it (its --devices or --gpus × --nnodes give "
+                  "the world size)")
 _FILE = re.compile(r"\.(json|ya?ml)$")
 
 
@@ -101,14 +103,15 @@ def leaves(text: str, source: str, command: int | None = None) -> list[Leaf]:
             i += 1
     program = tokens[i].text if i < len(tokens) else "?"
     out.insert(0, Leaf("command", f"{k} of {len(found)}: {program}", chosen.where))
-    args: dict[str, Leaf] = {}
+    flags: dict[str, Leaf] = {}
+    from_file: list[Leaf] = []
     i += 1
     while i < len(tokens):
         text_ = tokens[i].text
         if isinstance(text_, str) and text_.startswith("--"):
             where = tokens[i].where
             name, value, i = _flag(tokens, i)
-            args[name] = Leaf(name, value, where)  # a flag overrides the file's key, keeping its place
+            flags[name] = Leaf(name, value, where)
             continue
         if isinstance(text_, str) and _FILE.search(text_):
             named = _find(text_, source)
@@ -118,14 +121,28 @@ def leaves(text: str, source: str, command: int | None = None) -> list[Leaf]:
                                 tokens[i].where))
             else:
                 out.append(Leaf("argument_file", text_, tokens[i].where))
-                for leaf in arguments(decode(read_bytes(named), named), named):
-                    args.setdefault(leaf.key, leaf)
+                from_file += arguments(decode(read_bytes(named), named), named)
         i += 1
-    out += with_words(list(args.values()))
+    out += with_words(_combined(from_file, flags))
     for n, other in enumerate(found, 1):
         if n != k:
             out.append(Leaf(f"other_command.{n}", f"line {other.where.line}", other.where))
     return out
+
+
+def _combined(from_file: list[Leaf], flags: dict[str, Leaf]) -> list[Leaf]:
+    """The file's arguments in its order, each one a flag replaces shown as the file said it (`Overridden`) and
+    followed by that flag, then the flags the file does not have."""
+    out: list[Leaf] = []
+    for leaf in from_file:
+        flag = flags.pop(leaf.key, None)
+        if flag is None:
+            out.append(leaf)
+            continue
+        at = flag.where.prefix()
+        by = f"the flag --{flag.key} {show(flag.value)}" + (f" at {at}" if at else "")
+        out += [leaf._replace(value=Overridden(leaf.value, by)), flag]
+    return out + list(flags.values())
 
 
 def _text(token: _Token) -> str:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .paddle import _AXES, _BLOCK, _MP, _PP, _SD, ORDERS
+from .common import located
+from .paddle import _AXES, _BLOCK, _MP, _PP, _SD, ORDERS, unknown_words
 
 __all__ = ["apply", "finisher"]
 
@@ -31,10 +32,14 @@ def apply(t: Any, p: Any) -> None:
     hybrid = max(p.tp, p.pp, p.sep, p.cp, p.sharding or 1, ep) > 1
     auto = bool(p.get("auto_parallel"))
     _refusals(t, p, ep)
+    _unknown_words(p, degrees, hybrid and not auto)
+    _overlap_checks(t, p, degrees["sharding"] > 1 and hybrid and not auto)
+    _evaluation(t, p)
     p.mark("eval_batch", "no counterpart", "evaluation's batch: the strategy has no evaluation setting" +
            (f" ({t.name} rewrites it to micro-batch × accumulation under a pipeline)" if t.expert_order == "pn" and
             p.pp > 1 else ""))
     _order(t, p, hybrid, ep)
+    _experts(t, p, ep)
     _sharding(t, p)
     _fields(t, p, degrees, hybrid and not auto)
     _seed(t, p, auto)
@@ -61,14 +66,8 @@ def _refusals(t: Any, p: Any, ep: int) -> None:
     if t.expert_order == "pn" and stage in (2, 3) and p.pp > 1 and (p.sharding or 1) > 1:  # PN:1244-1248
         raise p.error("zero_stage", f"pipeline parallel is not compatible for sharding stage2 or stage3 ({t.name} "
                       "raises it): use stage1 with pipeline_parallel_degree > 1")
-    if ep > 1 and t.expert_order == "pn" and p.world is not None:  # PN:1170-1173, 1183-1186
-        if (p.sharding or 1) % ep:
-            raise p.error("ep", f"sharding_parallel_degree ({p.sharding or 1}) should be divided by "
-                          f"expert_parallel_degree {ep} ({t.name} asserts it)")
-        if (p.dp or 1) > 1:
-            raise p.error("ep", f"data parallel degree {p.dp} with expert parallelism ({t.name} asserts dp 1)")
-    if ep > 1 and t.expert_order == "pf" and not p.get("expert_switch"):  # PF:2824-2845
-        raise p.error("ep", f"expert parallelism needs use_expert_parallel: true ({t.name} asserts it)")
+    if ep > 1 and p.world is not None:
+        _expert_refusals(t, p, ep)
     if len({o.value for o in p.by_fact.get("dtype", [])}) > 1:
         raise p.error("dtype", "bf16 and fp16 cannot both be true (the trainer raises ValueError)")
     master = p.get("master_grad", False)
@@ -89,6 +88,72 @@ def _refusals(t: Any, p: Any, ep: int) -> None:
                       "it)")
     if (p.sharding or 1) > 1 and p.get(_SD + "use_reduce_avg") is False and stage != 1:  # PN:1477-1485
         raise p.error(_SD + "use_reduce_avg", "disable_stage1_reduce_avg needs sharding stage1 (the trainer asserts it)")
+
+
+def _expert_refusals(t: Any, p: Any, ep: int) -> None:
+    """PaddleNLP asserts sharding % ep and dp 1 (PN:1170-1173, 1183-1186); PaddleFormers asserts use_expert_parallel,
+    dp 1 and sharding % moe_sharding, moe_sharding = world // (pp · ep) (PF:2824-2845, 2204-2207)."""
+    if t.expert_order == "pf" and not p.get("expert_switch"):
+        raise p.error("ep", f"expert parallelism needs use_expert_parallel: true ({t.name} asserts it)")
+    if (p.dp or 1) > 1:
+        raise p.error("ep", f"data parallel degree {p.dp} with expert parallelism ({t.name} asserts dp 1): give the "
+                      "data ranks to sharding (sharding set, its degree -1)")
+    moe = ep if t.expert_order == "pn" else p.world // (p.pp * ep)
+    if (p.sharding or 1) % moe:
+        what = f"expert_parallel_degree {ep}" if t.expert_order == "pn" else \
+            f"the moe sharding degree world // (pp · ep) = {moe}"
+        raise p.error("ep", f"the sharding degree {p.sharding or 1} should be divided by {what} ({t.name} asserts it)")
+
+
+def _unknown_words(p: Any, degrees: dict[str, int], hybrid: bool) -> None:
+    """A word the trainer does not know raises ValueError when it reads its block (PN:1255-1275, 1342-1357,
+    1456-1475; PF validates them too), which it does only on the hybrid path with that axis on; the first one found
+    is the error, located at its config string."""
+    for leaf, message, axis in unknown_words(p.leaves):
+        if hybrid and degrees[axis] > 1:
+            raise located(leaf, message)
+
+
+# The sharding overlap switches the trainer only checks (PN:1524-1558, PF:2312-2334): the stage each needs, whether
+# it needs split_param (None: either), whether PaddleFormers asks logging_steps > 1 too (PaddleNLP always does), and
+# what stands for it here.
+_OVERLAPS = {
+    "stage2_overlap": (2, None, True, "the Trainer's stage-2 reduce and broadcast overlap; FSDP2 overlaps its "
+                       "reduce-scatters with the backward on its own"),
+    "stage1_broadcast_overlap": (1, False, False, "FSDP2 prefetches its all-gathers on its own"),
+    "stage1_allgather_overlap": (1, True, False, "FSDP2 prefetches its all-gathers on its own"),
+}
+
+
+def _overlap_checks(t: Any, p: Any, sharded: bool) -> None:
+    """What the trainer asserts of its sharding overlap switches, inside its sharding block (`sharded`); each sets
+    nothing in the strategy."""
+    logging = p.get("logging_steps")
+    for fact, (stage, split, pf_logging, why) in _OVERLAPS.items():
+        if not p.get(fact):
+            p.mark(fact, "nothing to set", "off")
+            continue
+        if not sharded:
+            p.mark(fact, "no counterpart", _BLOCK["sharding"].format(name=t.name))
+            continue
+        if p.get("zero_stage") != stage:
+            raise p.error(fact, f"{p.key(fact)} needs sharding stage{stage} ({t.name} asserts it)")
+        if split is not None and bool(p.get(_SD + "split_param")) != split:
+            raise p.error(fact, f"{p.key(fact)} needs split_param {'on' if split else 'off'} ({t.name} asserts it)")
+        if (pf_logging or t.expert_order == "pn") and logging is not None and int(logging) <= 1:
+            raise p.error(fact, f"{p.key(fact)} needs logging_steps > 1, got {logging} ({t.name} asserts it: the "
+                          "loss it logs is read before the overlapped communication ends)")
+        p.mark(fact, "nothing to set", why)
+
+
+def _evaluation(t: Any, p: Any) -> None:
+    """do_eval with evaluation_strategy "no" (the default): PaddleFormers raises ConfigConflict (PF:1831-1838),
+    PaddleNLP warns and evaluates every eval_steps."""
+    if p.get("do_eval") and p.get("eval_strategy", "no") == "no" and t.eval_needs_strategy:
+        raise p.error("do_eval", f"do_eval needs evaluation_strategy \"steps\" or \"epoch\" ({t.name} raises "
+                      "ConfigConflict with evaluation_strategy \"no\", its default)")
+    for fact in ("logging_steps", "do_eval", "eval_strategy"):
+        p.mark(fact, "no counterpart", "the training loop's (logging, evaluation): the strategy has no setting for it")
 
 
 def _order(t: Any, p: Any, hybrid: bool, ep: int) -> None:
@@ -117,10 +182,19 @@ def _order(t: Any, p: Any, hybrid: bool, ep: int) -> None:
                    "expert groups inside each sharding group after fleet.init); here it is hybrid_configs.ep_degree, "
                    "with \"ep\" and \"moe_sharding\" listed in hybrid_configs.order, which the expert topology needs")
         by.append("ep")
+        if p.has("expert_switch"):
+            by.append("expert_switch")
     if p.cp > 1 and "cp" not in order:
         order.insert(order.index("sep") + 1, "cp")
         by.append("cp")
     p.set("hybrid_configs.order", order, *by)
+
+
+def _experts(t: Any, p: Any, ep: int) -> None:
+    """PaddleFormers writes moe_sharding_degree = world // (pp · ep) beside ep_degree (PF:2204-2209): the ranks of a
+    pipeline stage that hold the same experts shard their state; PaddleNLP writes neither."""
+    if ep > 1 and t.expert_order == "pf" and p.world is not None:
+        p.set("hybrid_configs.moe_sharding_degree", p.world // (p.pp * ep), "ep", "expert_switch")
 
 
 def _sharding(t: Any, p: Any) -> None:

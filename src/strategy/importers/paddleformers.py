@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .common import SELECTIVE, Nothing, Rule, Tool, choice, integer, truth
-from .paddle_launch import file_leaves, leaves as launched
+from .paddle_launch import LAUNCHED_WORLD, file_leaves, leaves as launched
 from .paddle_rules import finisher
 from .paddle import _MP, _PP, _SD, Trainer, at_most_one, common_rules, degree, granularity, sources, word_rules
 
@@ -23,10 +23,14 @@ __all__ = ["TOOL"]
 _COMMIT = "d46aa49accaaeb9b8cc3598737bf6c62b816c63f"
 _SRC = f"https://github.com/PaddlePaddle/PaddleFormers/blob/{_COMMIT}/paddleformers/"
 SOURCES = sources(_SRC, "degrees 2758-2886 order 2146-2174 pipeline 1951-2050 tensor 2053-2118 sharding 2225-2347 "
-                  "conflict 1831-1933 auto 2364-2608", cli="cli/hparams/parser.py#L140-L142",
+                  "conflict 1831-1933 auto 2364-2608 context 2977-2995", cli="cli/hparams/parser.py#L140-L142",
                   trainer="trainer/trainer.py#L3822-L3870", model="trainer/training_args.py")
 
 _OFF = Nothing("off: not written")
+_CP = ("context parallelism: PaddleFormers 1.2.0 on Paddle 3.3.1 builds a context group only in the expert topology, "
+       "out of each sharding group, and asserts \"context_parallel_size > 1 requires 'get_context_parallel_world_size' "
+       "in hcg\" without experts; this runtime runs cp as an axis of its own and not beside ep (split long "
+       "sequences with sep_parallel_size instead)")
 
 
 def _switch(key: str, path: str, cite: str, *, written: bool = False) -> Rule:
@@ -47,7 +51,7 @@ RULES = (
     Rule(key="tensor_model_parallel_size", means="tp", read=degree(), cite="degrees"),
     Rule(key="pipeline_model_parallel_size", means="pp", read=degree(), cite="degrees"),
     Rule(key="sep_parallel_size", means="sep", read=degree(), cite="degrees"),
-    Rule(key="context_parallel_size", means="cp", read=degree(), cite="degrees"),
+    Rule(key="context_parallel_size", means="cp", read=at_most_one(_CP), cite="context"),
     Rule(key="sharding_parallel_size", means="shard_group", cite="degrees",
          read=degree(off="the data ranks left, when sharding is set")),
     Rule(key="expert_model_parallel_size", means="ep", read=degree(), cite="degrees"),
@@ -104,8 +108,7 @@ RULES = (
     _switch("fuse_optimizer_states", _SD + "enable_fuse_optimizer_states", "sharding"),
     _switch("stage1_tensor_fusion", _SD + "tensor_fusion", "sharding", written=True),
     _switch("stage1_overlap", _SD + "comm_overlap", "sharding"),
-    *(Rule(key=key, means="checked", cite="sharding", read=truth(Nothing("checked only; FSDP2 overlaps its communication on its own"),
-                                                 Nothing("off"))) for key in (
+    *(Rule(key=key, means=key, cite="sharding", read=truth(True, Nothing("off"))) for key in (
         "stage2_overlap", "stage1_broadcast_overlap", "stage1_allgather_overlap")),
     _switch("split_norm_comm", "hybrid_configs.split_norm_comm", "degrees"),
     Rule(key="nccl_comm_group_config", reason="per-group NCCL settings from a file: set each group's nccl_config",
@@ -143,6 +146,7 @@ DEFAULTS = (
         "use_dualpipev", "offload_queue", "forward_backward_overlap_scheduler", "variable_seq_lengths")),
 )
 
-TOOL = Tool(script=launched, kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
+TOOL = Tool(script=launched, world_hint=LAUNCHED_WORLD, kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
             finish=finisher(Trainer(name="PaddleFormers", expert_order="pf", master_grad_needs_amp=True, eval_batch=True,
+                           eval_needs_strategy=True,
                            granularity_switches=True, pp_always={_PP + "delay_scale_loss": True})))

@@ -12,7 +12,7 @@ which go to the model config). Read and checked against the library itself: shar
 from __future__ import annotations
 
 from .common import SELECTIVE, Nothing, Reader, Rule, Tool, integer, truth
-from .paddle_launch import file_leaves, leaves as launched
+from .paddle_launch import LAUNCHED_WORLD, file_leaves, leaves as launched
 from .paddle_rules import finisher
 from .paddle import PP_WORDS, Trainer, at_most_one, common_rules, degree, granularity, sources, word_rules
 
@@ -66,5 +66,5 @@ DEFAULTS = (
     ("sharding_parallel_config.enable_stage1_tensor_fusion", False),
 )
 
-TOOL = Tool(script=launched, kind="paddlenlp", name="PaddleNLP", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
+TOOL = Tool(script=launched, world_hint=LAUNCHED_WORLD, kind="paddlenlp", name="PaddleNLP", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
             finish=finisher(Trainer(name="PaddleNLP", expert_order="pn", master_grad_needs_amp=False)))

@@ -125,7 +125,8 @@ class World(Ledger):
             ways.append(f"{keys['node_procs']} × {keys['num_machines']}")
         if keys["global"] and keys["micro"] and keys["accum"]:
             ways.append(f"{keys['global']} / ({keys['micro']} × {keys['accum']})")
-        where = f", or state it in the file ({'; '.join(ways)})" if ways else ""
+        where = f", or {self.tool.world_hint}" if self.tool.world_hint else \
+            f", or state it in the file ({'; '.join(ways)})" if ways else ""
         return self.error(fact, f"{what} needs the world size, which the file does not give: pass --world-size{where}")
 
     def world_text(self) -> str:

@@ -228,6 +228,76 @@ def test_an_unknown_word_is_refused_at_its_argument(write):
         import_config(path, world_size=2)
 
 
+def test_an_unknown_word_of_a_block_the_trainer_never_enters_is_a_line_not_an_error(write):
+    """The trainer checks a block's words only on entering it (pp > 1 for the pipeline's): at pp 1 the word is a
+    report line; at pp 2 the error names it, with the word it most likely misspells."""
+    text = '{"tensor_parallel_degree": 2, "pipeline_parallel_config": "enable_timr"}'
+    e = _entry(import_config(write("a.json", text), world_size=2), "pipeline_parallel_config.enable_timr")
+    assert e.status == "no counterpart" and "only at the pipeline degree > 1" in e.reason
+    with pytest.raises(strategy.StrategyError, match="enable_timr: not a word of pipeline_parallel_config; the "
+                       "trainer raises ValueError on it; did you mean enable_timer") as raised:
+        import_config(write("b.json", text.replace("tensor", "pipeline")), world_size=2)
+    assert (raised.value.line, raised.value.column) == (1, 33)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ('"sharding": "stage1", "sharding_parallel_config": "enable_stage2_overlap"', "needs sharding stage2"),
+    ('"sharding": "stage2", "logging_steps": 1, "sharding_parallel_config": "enable_stage2_overlap"',
+     "needs logging_steps > 1, got 1"),
+    ('"sharding": "stage1", "sharding_parallel_config": "enable_stage1_allgather_overlap"', "needs split_param on"),
+    ('"sharding": "stage1", "bf16": true, "amp_master_grad": true, '
+     '"sharding_parallel_config": "split_param enable_stage1_broadcast_overlap"', "needs split_param off"),
+])
+def test_the_sharding_overlap_switches_are_checked_as_paddlenlp_asserts_them(write, arguments, message):
+    with pytest.raises(strategy.StrategyError, match=message):
+        import_config(write("a.json", "{" + arguments + "}"), world_size=4)
+
+
+def test_a_checked_overlap_switch_sets_nothing_and_says_what_does_its_work_here(write):
+    text = '{"sharding": "stage2", "logging_steps": 10, "sharding_parallel_config": "enable_stage2_overlap"}'
+    imported = import_config(write("a.json", text), world_size=4)
+    e = _entry(imported, "sharding_parallel_config.enable_stage2_overlap")
+    assert e.status == "nothing to set" and "FSDP2 overlaps" in e.reason
+    assert _entry(imported, "logging_steps").status == "no counterpart"
+    strategy.resolve(imported.strategy, world_size=4)
+
+
+def test_paddleformers_refuses_do_eval_without_an_evaluation_strategy(write):
+    with pytest.raises(strategy.StrategyError, match='do_eval needs evaluation_strategy "steps" or "epoch"') as e:
+        import_config(write("a.yaml", "bf16: true\ndo_eval: true\n"), kind="paddleformers", world_size=2)
+    assert e.value.line == 2
+    imported = import_config(write("b.yaml", "bf16: true\ndo_eval: true\nevaluation_strategy: steps\n"),
+                             kind="paddleformers", world_size=2)
+    assert _entry(imported, "do_eval").status == "no counterpart"
+    assert import_config(write("c.json", '{"do_eval": true}'), kind="paddlenlp", world_size=2)  # PaddleNLP warns
+
+
+def test_paddleformers_experts_write_ep_and_moe_sharding_as_it_does(write):
+    """PaddleFormers 1.2.0 at world 8, ep 4, sharding 8: ep_degree 4, moe_sharding_degree world // (pp · ep) = 2, the
+    order with moe_sharding, cp and ep inserted (PF:2158-2165, 2204-2209); it resolves strictly here."""
+    text = "expert_model_parallel_size: 4\nuse_expert_parallel: true\nsharding_parallel_size: 8\nbf16: true\n"
+    imported = import_config(write("a.yaml", text), world_size=8)
+    h = imported.strategy.hybrid_configs
+    assert (h.ep_degree, h.moe_sharding_degree, h.sharding_degree, h.dp_degree) == (4, 2, 8, 1)
+    assert list(h.order) == ["dp", "moe_sharding", "cp", "sharding", "pp", "sep", "ep", "mp"]
+    assert "hybrid_configs.order" in _entry(imported, "use_expert_parallel").fields
+    resolved = strategy.resolve(imported.strategy, world_size=8)
+    assert (resolved.ep_degree, resolved.moe_sharding_degree) == (4, 2)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("expert_model_parallel_size: 4\nuse_expert_parallel: true\nsharding_parallel_size: 4\nbf16: true\n",
+     "data parallel degree 2 with expert parallelism .PaddleFormers asserts dp 1."),
+    ("expert_model_parallel_size: 4\nsharding_parallel_size: 8\nbf16: true\n", "needs use_expert_parallel: true"),
+    ("context_parallel_size: 2\ntensor_model_parallel_size: 2\nbf16: true\n",
+     "requires 'get_context_parallel_world_size' in hcg.*sep_parallel_size instead"),
+])
+def test_paddleformers_expert_and_context_degrees_are_refused_where_it_or_this_runtime_would(write, text, message):
+    with pytest.raises(strategy.StrategyError, match=message) as e:
+        import_config(write("a.yaml", text), world_size=8)
+    assert e.value.line == 1
+
+
 def test_paddleformers_refuses_a_float32_run_with_its_default_amp_master_grad(write):
     with pytest.raises(strategy.StrategyError, match="amp_master_grad .PaddleFormers's default. needs bf16"):
         import_config(write("a.yaml", "tensor_model_parallel_size: 2\n"), world_size=2)
@@ -266,8 +336,13 @@ def test_a_launch_script_takes_its_world_size_from_the_devices_and_its_flags_ove
     assert h.mp_configs.mp_async_allreduce and h.mp_configs.mp_skip_c_identity
     keys = [e.key for e in imported.entries]
     assert keys[:4] == ["command", "gpus", "log_dir", "argument_file"]
-    assert keys.count("pipeline_parallel_degree") == 1 and _entry(imported, "pipeline_parallel_degree").value == "2"
-    assert _entry(imported, "pipeline_parallel_degree").where.line == 8  # the flag that overrides the file's 1
+    file_value, flag = [e for e in imported.entries if e.key == "pipeline_parallel_degree"]
+    assert (file_value.value, file_value.status, file_value.where.line) == (1, "no counterpart", 1)
+    assert file_value.reason.startswith('replaced by the flag --pipeline_parallel_degree "2" at ') and \
+        file_value.reason.endswith("run.sh:8:5")
+    assert (flag.value, flag.status, flag.where.line) == ("2", "mapped", 8)
+    words = [e.key for e in imported.entries if e.key.startswith("tensor_parallel_config.")]
+    assert words == ["tensor_parallel_config.enable_mp_async_allreduce", "tensor_parallel_config.enable_mp_skip_c_identity"]
     other = _entry(imported, "other_command.2")
     assert other.status == "no counterpart" and "--command" in other.reason
 
@@ -303,3 +378,12 @@ def test_validate_warns_about_the_flag_paddle_keeps_inert_and_the_import_does_no
     imported = import_config(PADDLE / "args" / f"{name}.json", world_size=32)
     mp = imported.strategy.hybrid_configs.mp_configs
     assert mp.sp_async_reduce_scatter and mp.sequence_parallel
+
+
+def test_an_argument_file_without_a_world_size_points_at_the_launch_script(write):
+    """An argument file cannot state the world size (the launcher's --devices does): the error says so, not "state it
+    in the file"."""
+    with pytest.raises(strategy.StrategyError, match="pass --world-size, or import the script whose `python -m "
+                       r"paddle.distributed.launch` runs it \(its --devices or --gpus × --nnodes") as e:
+        import_config(write("a.json", '{"tensor_parallel_degree": 2, "sharding": "stage1"}'))
+    assert "state it in the file" not in str(e.value)
