@@ -206,7 +206,7 @@ def _finished(directory: Path) -> bool:
 def _strategy_text(hcg: HybridGroup) -> str:
     s = strategy.DistributedStrategy()
     r = hcg.resolved
-    for axis, degree in r.degrees.items():
+    for axis, degree in r.topology.degrees.items():
         setattr(s.hybrid_configs, f"{axis}_degree", degree)
     if r.order != AXES:
         s.hybrid_configs.order.extend(r.order)

@@ -98,7 +98,7 @@ def _build(resolved: Resolved, rank: int, world: int, timeout: datetime.timedelt
     # The mesh wraps the groups just made (they carry parallel.init's timeout and the NCCL options, which
     # init_device_mesh's own groups would not): rank = the row-major index of its coordinates, axes in order.
     order = tuple(layout)
-    rank_grid = torch.arange(world).view(*(resolved.degrees[a] for a in order))
+    rank_grid = torch.arange(world).view(*resolved.topology.dims)
     device_type = "cuda" if dist.get_backend() == "nccl" else "cpu"
     mesh = DeviceMesh.from_group([axes[a].group for a in order], device_type, mesh=rank_grid,  # type: ignore[misc]
                                  mesh_dim_names=order)

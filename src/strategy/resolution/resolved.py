@@ -26,7 +26,8 @@ class Resolved:
 
     Attributes:
         dp_degree ... cp_degree: the six axes' degrees, dp_degree inferred when it was -1 (world size / the
-            others); their product is the world size.
+            others); their product is the world size. `ep_degree` and `moe_sharding_degree` (properties) are the
+            expert topology's, 1 without experts; `degrees` has them all.
         order: the axis names, outermost first (all six; Paddle's dp, pp, sharding, sep, cp, mp by default).
         mp: the effective model-parallel options.
         sharding: the effective sharding (ZeRO) options; they act only while sharding_degree > 1.
@@ -81,14 +82,19 @@ class Resolved:
 
     @property
     def degrees(self) -> dict[str, int]:
-        """Axis name -> degree, in `order`."""
-        by_name = {a.name: getattr(self, a.field) for a in layout.plan().axes}
-        return {axis: by_name[axis] for axis in self.order}
+        """Axis name -> degree: the six of `order` in that order (their product is the world size), then "ep" and
+        "moe_sharding" when experts are split (ep_degree > 1), which Paddle's expert topology lays over the same
+        ranks."""
+        out = self.topology.degrees
+        if self.ep_degree > 1:
+            out |= {"ep": self.ep_degree, "moe_sharding": self.moe_sharding_degree}
+        return out
 
     @property
     def topology(self) -> Topology:
         """The ranks laid out over the axes in `order` (`groups(axis)`, `coordinates(rank)`, `rank(coordinates)`)."""
-        return Topology.of(self.degrees, self.order)
+        by_name = {a.name: getattr(self, a.field) for a in layout.plan().axes}
+        return Topology.of(by_name, self.order)
 
     @property
     def world_size(self) -> int:

@@ -145,4 +145,7 @@ def test_resolved_names_the_expert_degrees_beside_the_dense_ones():
     text = 'hybrid_configs { sharding_degree: 2 ep_degree: 2 moe_sharding_degree: 2 order: ["dp", "pp", "sharding", "moe_sharding", "ep", "sep", "mp"] }'
     r = strategy.resolve(strategy.loads(text), world_size=4)
     assert (r.ep_degree, r.moe_sharding_degree) == (2, 2)
-    assert (strategy.resolve(strategy.loads(""), world_size=2).ep_degree) == 1
+    assert r.degrees == {"dp": 2, "pp": 1, "sharding": 2, "sep": 1, "cp": 1, "mp": 1, "ep": 2, "moe_sharding": 2}
+    assert r.world_size == 4 and list(r.topology.degrees) == list(r.order)  # the experts lie over the same ranks
+    plain = strategy.resolve(strategy.loads(""), world_size=2)
+    assert plain.ep_degree == 1 and "ep" not in plain.degrees
