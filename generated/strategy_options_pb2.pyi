@@ -10,9 +10,11 @@ class Support(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     IMPLEMENTED: _ClassVar[Support]
     NO_EFFECT: _ClassVar[Support]
     NOT_IMPLEMENTED: _ClassVar[Support]
+    DECIDED_HERE: _ClassVar[Support]
 IMPLEMENTED: Support
 NO_EFFECT: Support
 NOT_IMPLEMENTED: Support
+DECIDED_HERE: Support
 REQUIRES_FIELD_NUMBER: _ClassVar[int]
 requires: _descriptor.FieldDescriptor
 LEGACY_ENV_FIELD_NUMBER: _ClassVar[int]

@@ -30,7 +30,8 @@ def _value(field: FieldDescriptor) -> st.SearchStrategy:
         low = schema.option(field, "min_value")
         return st.sampled_from([v.name for v in field.enum_type.values if low is None or v.number >= low])
     if cpp in (FieldDescriptor.CPPTYPE_FLOAT, FieldDescriptor.CPPTYPE_DOUBLE):
-        return _FLOATS
+        low = schema.option(field, "min_value")
+        return _FLOATS if low is None else _FLOATS.filter(lambda x: x >= low)
     low, high = _INTS[cpp]
     minimum, maximum = schema.option(field, "min_value"), schema.option(field, "max_value")
     ints = st.integers(min_value=low if minimum is None else minimum, max_value=high if maximum is None else maximum)

@@ -15,12 +15,14 @@ class Kind(enum.Enum):
     NO_EFFECT = "no effect"  # set, but its message does not take effect here (pp_configs while pp_degree is 1)
     NO_EFFECT_IN_PYTORCH = "no effect in PyTorch"  # a Paddle setting with no counterpart to act on
     FALSE_HAS_NO_EFFECT = "always on here (false has no effect)"  # an (always_on) flag set to false
+    DECIDED_HERE = "decided here"  # Paddle reads it; this runtime makes that choice itself, whatever the value
     NOT_IMPLEMENTED = "not implemented"
     INFERRED = "inferred"  # a degree of -1, or one given by the world size
     INFO = "info"  # anything else worth saying (a default chosen, a communicator option on gloo)
 
 
-NO_EFFECT_KINDS = frozenset({Kind.NO_EFFECT, Kind.NO_EFFECT_IN_PYTORCH, Kind.FALSE_HAS_NO_EFFECT})
+# The kinds a field's explain row says instead of the notes list: the value set changes nothing here.
+NO_EFFECT_KINDS = frozenset({Kind.NO_EFFECT, Kind.NO_EFFECT_IN_PYTORCH, Kind.FALSE_HAS_NO_EFFECT, Kind.DECIDED_HERE})
 
 
 class Effect(NamedTuple):
@@ -68,4 +70,6 @@ def _sentence(path: str, kind: Kind, reason: str, value: str | None) -> str:
         return f"{named} is set but has no effect in PyTorch: {reason}."
     if kind is Kind.FALSE_HAS_NO_EFFECT:
         return f"{named} is set to false but has no effect: {reason}."
+    if kind is Kind.DECIDED_HERE:
+        return f"{named} is set, but this runtime decides it itself: {reason}."
     return f"{named}: {reason}."

@@ -169,6 +169,8 @@ class PipelineModel:
         run = schedule.step if train else schedule.eval
         run(*args, target=target, losses=losses if self.last else None, return_outputs=False)
         total = torch.stack([x.detach().float() for x in losses]).sum() if self.last else torch.zeros(())
+        if self.hcg.resolved.pipeline.delay_scale_loss:  # the losses were left whole: their mean
+            total = total / self.accumulate_steps
         # The last stage's rank has the loss; one broadcast over the pp group gives it to every stage.
         owner = self.hcg.resolved.pipeline.pp_rank_of(self.num_stages - 1)
         with guard("pipeline loss broadcast", self.hcg.pp_group):
@@ -215,8 +217,10 @@ class PipelineModel:
                   for chunk, s in zip(self.chunks, self.stage_ids)]
         n, fn = self.accumulate_steps, self.loss_fn
         # Each micro-batch's loss is divided by their number, so the summed gradients are the mean's (also into
-        # main_grad, which the schedule's own scaling would miss), and the summed losses are the mean.
-        loss_fn = lambda out, y: fn(out, y) * (self._scale / n)  # noqa: E731
+        # main_grad, which the schedule's own scaling would miss), and the summed losses are the mean; under
+        # pp_configs.delay_scale_loss it is left whole and HybridParallelOptimizer.step divides the summed gradients.
+        per_loss = 1 if self.hcg.resolved.pipeline.delay_scale_loss else n
+        loss_fn = lambda out, y: fn(out, y) * (self._scale / per_loss)  # noqa: E731
         if cls is ForwardOnlyV:
             return cls(stages, n, loss_fn)
         stage_arg: Any = stages[0] if issubclass(cls, schedules.PipelineScheduleSingle) else stages

@@ -15,9 +15,10 @@ from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from ..topology.guard import guard
 
-__all__ = ["DpBuckets", "BUCKET_BYTES"]
+__all__ = ["BUCKET_BYTES", "DpBuckets", "FIRST_BUCKET_BYTES"]
 
-BUCKET_BYTES = 25 * 2**20  # DDP's bucket_cap_mb default
+BUCKET_BYTES = 32 * 2**20  # fuse_grad_size_in_MB's default (Paddle's DataParallel comm_buffer_size; DDP's is 25)
+FIRST_BUCKET_BYTES = 2**20  # last_comm_group_size_MB's default (DDP's first bucket is 1 MiB too)
 
 
 class _Bucket:
@@ -45,14 +46,17 @@ class DpBuckets:
         group: the dp group.
         reducing: asked at each gradient: whether this backward is the last of an update (gradient merge reduces
             only the merged sum, as DDP's `no_sync` does for the other micro-steps).
-        bucket_bytes: the size a bucket fills up to (one parameter may exceed it alone).
+        bucket_bytes: the size a bucket fills up to (one parameter may exceed it alone): fuse_grad_size_in_MB.
+        first_bucket_bytes: the first bucket's (the last layers' gradients, ready first), smaller so that
+            communication starts early: last_comm_group_size_MB.
         micro_batches: under a pipeline (pp_configs.dp_comm_overlap), the backwards a step runs through each of this
             rank's stages: a gradient is complete at its `micro_batches`-th; the step's end (`flush`, in step())
             waits for the buckets instead of each backward's.
     """
 
     def __init__(self, params: list[nn.Parameter], group: dist.ProcessGroup, *, reducing: Callable[[], bool],
-                 bucket_bytes: int = BUCKET_BYTES, micro_batches: int | None = None) -> None:
+                 bucket_bytes: int = BUCKET_BYTES, first_bucket_bytes: int = FIRST_BUCKET_BYTES,
+                 micro_batches: int | None = None) -> None:
         self.group = group
         self._micro_batches = micro_batches
         self._seen: dict[int, int] = {}  # under a pipeline: each parameter's gradients so far this step
@@ -62,7 +66,8 @@ class DpBuckets:
         current: list[nn.Parameter] = []
         filled = 0
         for p in reversed(params):
-            if current and (filled + p.numel() * p.element_size() > bucket_bytes or p.dtype != current[0].dtype):
+            cap = bucket_bytes if self.buckets else first_bucket_bytes
+            if current and (filled + p.numel() * p.element_size() > cap or p.dtype != current[0].dtype):
                 self.buckets.append(_Bucket(current))
                 current, filled = [], 0
             current.append(p)

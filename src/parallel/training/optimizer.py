@@ -100,7 +100,9 @@ class HybridParallelOptimizer:
             bucketed = [p for p in self._model_params if p.requires_grad and not is_data_sharded(p) and not is_expert(p)
                         and getattr(p, "main_grad", None) is None]
             if bucketed:  # under a pipeline (pp_configs.dp_comm_overlap), at each stage's last micro-batch
+                sizes = hcg.resolved.dp_buckets  # fuse_grad_size_in_MB, last_comm_group_size_MB
                 self.dp_buckets = DpBuckets(bucketed, hcg.dp_group, reducing=lambda: not self.accumulating,
+                                            bucket_bytes=sizes.bucket_bytes, first_bucket_bytes=sizes.first_bucket_bytes,
                                             micro_batches=pipeline.accumulate_steps if hcg.pp_size > 1 else None)
         # Low-precision parameters are replaced inside the optimizer by fp32 masters it updates instead.
         self._master: dict[nn.Parameter, nn.Parameter] = {}
@@ -279,6 +281,9 @@ class HybridParallelOptimizer:
             self._sync([g for p, g in grads if _mp_replica(p)])
         # Unscale (fp16 loss scaling) and average the merged micro-steps in one multiplication.
         divisor = (self.scaler.scale if self.scaler is not None else 1.0) * (self.merge_steps if self._merge_avg else 1)
+        pipeline = self.hcg.resolved.pipeline
+        if pipeline.delay_scale_loss:  # the micro-batches' losses were left whole: the mean's gradient, before clipping
+            divisor *= pipeline.accumulate_steps
         if divisor != 1.0:
             torch._foreach_mul_([local(g) for _, g in grads], 1.0 / divisor)
         self._found_inf = found_nonfinite([local(g) for _, g in grads]) if self.scaler is not None else False

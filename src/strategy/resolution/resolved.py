@@ -9,8 +9,8 @@ from dataclasses import dataclass, field as dc_field
 from typing import TYPE_CHECKING, Any
 
 from . import layout
-from .settings import (AmpSettings, CheckpointSettings, ExpertSettings, GradientMergeSettings, MpSettings,
-                       PipelineSettings, RecomputeSettings, ShardingSettings)
+from .settings import (AmpSettings, CheckpointSettings, DpBucketSettings, ExpertSettings, GradientMergeSettings,
+                       MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings)
 from .topology import Topology
 from ..notes import Note
 
@@ -46,6 +46,8 @@ class Resolved:
         tensor_init_seed: tensor_parallel_configs.tensor_init_seed while mp_degree > 1 (-1 otherwise, and when
             unset): `parallel.init` seeds every rank's default generators with it and each rank's model-parallel
             generator with seed + 1 + mp_rank · pp_degree + pp_rank; -1 leaves the script's seeds alone.
+        dp_buckets: how the dp average is bucketed while the backward runs (`DpBucketSettings`: fuse_grad_size_in_MB,
+            last_comm_group_size_MB).
         notes: one `Note` per setting that was given but has no effect (or was inferred), and why: a sentence
             (`str`) that keeps its field path, kind and reason as data.
     """
@@ -68,6 +70,7 @@ class Resolved:
     experts: ExpertSettings = ExpertSettings()  # immutable: one shared default is safe
     checkpoint: CheckpointSettings = CheckpointSettings()
     tensor_init_seed: int = -1
+    dp_buckets: DpBucketSettings = DpBucketSettings()  # immutable: one shared default is safe
     notes: tuple[Note, ...] = ()
 
     @property

@@ -180,6 +180,11 @@ def _fields(s: DistributedStrategy, degrees: dict[str, int], effective: dict[str
                                "tp_plan": tp_plan}
     if degrees["mp_degree"] > 1:  # Paddle's dygraph fleet reads it at every mp_degree > 1
         fields_["tensor_init_seed"] = s.tensor_parallel_configs.tensor_init_seed
+    if s.HasField("fuse_grad_size_in_MB") or s.HasField("last_comm_group_size_MB"):  # DataParallel's buffer sizes
+        from .settings import DpBucketSettings
+
+        bucket, first = s.fuse_grad_size_in_MB * 2**20, s.last_comm_group_size_MB * 2**20
+        fields_["dp_buckets"] = DpBucketSettings(bucket, max(1, int(first)) if first < bucket else bucket)
     if expert is not None:
         from .settings import ExpertSettings
 
@@ -311,7 +316,7 @@ def _gated(group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: 
         if not effective[flag.setting]:
             continue
         if not active:
-            reason = f"{group.gate} is {degrees[group.gate]}"  # type: ignore[index]  # inactive: it has a gate
+            reason = f"hybrid_configs.{group.gate} is {degrees[group.gate]}"  # type: ignore[index]  # inactive: gated
         elif not effective[flag.requires_setting]:  # type: ignore[index]  # `dependent` flags have one
             reason = f"requires {prefix}{flag.requires}: true"
         else:

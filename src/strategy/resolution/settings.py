@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["AmpSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
+__all__ = ["AmpSettings", "DpBucketSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
            "ShardingSettings"]
 
 
@@ -70,8 +70,10 @@ class PipelineSettings:
     the default: the first step's shapes, another refused), "per_shape" (pp_configs.enable_dynamic_shape or
     p2p_cache_shape false: stages built for each new shape and kept) or "every_step" (pp_configs.
     clear_every_step_cache: built anew each step). `dp_comm_overlap` (pp_configs): each bucket's dp all-reduce starts
-    once the step's last micro-batch produced its gradients, rather than after the step's last backward. The defaults
-    while pp_degree is 1, where nothing pipelines.
+    once the step's last micro-batch produced its gradients, rather than after the step's last backward.
+    `delay_scale_loss` (pp_configs): each micro-batch's loss is left whole and the step divides the summed gradients by
+    `accumulate_steps`, rather than each loss being divided before its backward. The defaults while pp_degree is 1,
+    where nothing pipelines.
     """
 
     pp_degree: int = 1
@@ -82,6 +84,7 @@ class PipelineSettings:
     placement: str = "loop"
     shapes: str = "fixed"
     dp_comm_overlap: bool = False
+    delay_scale_loss: bool = False
 
     @property
     def num_stages(self) -> int:
@@ -128,6 +131,15 @@ class AmpSettings(NamedTuple):
     incr_ratio: float = 2.0
     decr_ratio: float = 0.8
     use_dynamic_loss_scaling: bool = True
+
+
+class DpBucketSettings(NamedTuple):
+    """How the dp gradient average is bucketed while the backward runs (Paddle's DataParallel comm buffers): buckets
+    of `bucket_bytes` (fuse_grad_size_in_MB), the first launched (the last layers' gradients) of
+    `first_bucket_bytes` (last_comm_group_size_MB)."""
+
+    bucket_bytes: int = 32 * 2**20
+    first_bucket_bytes: int = 2**20
 
 
 class GradientMergeSettings(NamedTuple):

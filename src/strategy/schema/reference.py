@@ -8,12 +8,13 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from . import descriptors as schema, support
 from .._generated.distributed_strategy_pb2 import DistributedJobInfo
-from .._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
+from .._generated.strategy_options_pb2 import DECIDED_HERE, IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 
 __all__ = ["reference"]
 
 _TYPE_NAMES = {getattr(FieldDescriptor, n): n.removeprefix("TYPE_").lower() for n in dir(FieldDescriptor) if n.startswith("TYPE_")}
-_BADGES = {IMPLEMENTED: "implemented", NO_EFFECT: "no effect", NOT_IMPLEMENTED: "**not implemented**"}
+_BADGES = {IMPLEMENTED: "implemented", NO_EFFECT: "no effect", NOT_IMPLEMENTED: "**not implemented**",
+           DECIDED_HERE: "decided here"}
 
 
 def reference() -> str:
@@ -26,10 +27,13 @@ def reference() -> str:
         "Generated from `proto/*.proto` by `strategy docs`; do not edit (`make docs` rewrites it, `make test` checks it).",
         "",
         f"{len(messages)} messages, {sum(counts.values())} fields: {counts[IMPLEMENTED]} implemented, "
-        f"{counts[NO_EFFECT]} with no effect in PyTorch, {counts[NOT_IMPLEMENTED]} not implemented yet.",
+        f"{counts[DECIDED_HERE]} decided by this runtime itself, {counts[NO_EFFECT]} with no effect in PyTorch, "
+        f"{counts[NOT_IMPLEMENTED]} not implemented yet.",
         "",
         "- **implemented**: the runtime (`parallel`) does what the field says; *always on* where its engine has no",
         "  switch for it (set to false, a note says so).",
+        "- **decided here**: Paddle's dygraph reads it, and this runtime makes that choice itself whatever the value",
+        "  (the hint says how). Accepted; when set, `Resolved.notes` and `strategy explain` say so.",
         "- **no effect**: only meaningful to Paddle's static graph, executors, cuDNN or parameter server. Accepted; when",
         "  set, `Resolved.notes` and `strategy explain` say so and why.",
         "- **not implemented**: left at its default it is fine; set to anything else, `policy=\"strict\"` rejects it at",

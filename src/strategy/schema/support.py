@@ -14,7 +14,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
 
 from . import descriptors as schema
-from .._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
+from .._generated.strategy_options_pb2 import DECIDED_HERE, IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 from ..errors import Location, StrategyError
 from ..notes import Effect, Kind, Note
 
@@ -157,8 +157,8 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: "_Gate | None"
             if st.support != IMPLEMENTED or not inactive.by_degree or not facts.is_bool:
                 out.notes.append(note)
             continue
-        if st.support == NO_EFFECT:
-            note = Note(path, Kind.NO_EFFECT_IN_PYTORCH, st.hint)
+        if st.support in (NO_EFFECT, DECIDED_HERE):
+            note = Note(path, Kind.NO_EFFECT_IN_PYTORCH if st.support == NO_EFFECT else Kind.DECIDED_HERE, st.hint)
             out.effects[path] = note.effect
             out.notes.append(note)
         elif st.support == NOT_IMPLEMENTED and _differs(f, value):

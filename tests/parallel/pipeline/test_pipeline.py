@@ -129,6 +129,14 @@ def test_under_the_defaults_a_batch_of_another_length_is_refused_on_every_rank_n
     assert "pp_configs.enable_dynamic_shape: true" in messages[0] and "clear_every_step_cache: true" in messages[0]
 
 
+def test_delay_scale_loss_leaves_each_loss_whole_and_steps_on_the_mean_gradient_as_one_process(pools):
+    """pp_configs.delay_scale_loss (PaddleFormers writes it under every pipeline): each micro-batch's backward runs on
+    its whole loss and step() divides the summed gradients by accumulate_steps before clipping; the losses, the
+    clipped norms (4× without the division) and the weights equal one process's."""
+    text = cases.pp_text(2).replace("pp_configs {", "pp_configs { delay_scale_loss: true", 1)
+    assert_parity(pools(2).run(cases.llama_parity, text, 3, 1.0, timeout=240)[0])
+
+
 def test_dp2_x_pp2_with_the_dp_average_overlapped_trains_as_one_process(pools):
     text = cases.pp_text(2, dp=2).replace("pp_configs {", "pp_configs { dp_comm_overlap: true", 1)
     results = pools(4).run(cases.llama_parity, text, 3, 1.0, timeout=240)

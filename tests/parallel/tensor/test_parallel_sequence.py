@@ -76,7 +76,7 @@ def test_sequence_parallel_has_no_effect_at_mp_degree_1():
     s = strategy.loads("hybrid_configs { mp_degree: 1 mp_configs { sequence_parallel: true recompute_allgather: true } }")
     r = strategy.resolve(s, world_size=1)
     assert not (r.mp.sequence_parallel or r.mp.recompute_allgather)
-    assert "hybrid_configs.mp_configs.sequence_parallel is set but has no effect: mp_degree is 1." in r.notes
+    assert "hybrid_configs.mp_configs.sequence_parallel is set but has no effect: hybrid_configs.mp_degree is 1." in r.notes
 
 
 def test_scatter_to_sequence_returns_a_copy_that_may_be_changed_in_place(pools):

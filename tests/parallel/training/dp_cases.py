@@ -38,7 +38,7 @@ def averaged_when_backward_returns(text: str, steps: int = 2, bucket_bytes: int 
 
         opt.dp_buckets.remove()
         opt.dp_buckets = DpBuckets(list(model.parameters()), hcg.dp_group, reducing=lambda: not opt.accumulating,
-                                   bucket_bytes=bucket_bytes)
+                                   bucket_bytes=bucket_bytes, first_bucket_bytes=bucket_bytes)
     ref_opt = torch.optim.AdamW(reference.parameters(), lr=1e-3, eps=ADAMW_EPS)
     k = hcg.resolved.gradient_merge.k_steps
     local_between, starts = [], []

@@ -17,11 +17,17 @@ def test_when_the_backward_returns_every_gradient_is_the_dp_average(pools):
         assert r["worst"] < 1e-7 and r["reduced"] == r["params"]
 
 
-@pytest.mark.parametrize("text", [DP2, MERGE], ids=["dp2", "dp2_merge2"])
-def test_dp2_trains_as_one_process_with_the_average_overlapped(pools, text):
+# last_comm_group_size_MB 1/128 (8 KiB): the first bucket holds the last parameter alone (8 KiB), the rest of the
+# 89 KiB model fills one bucket of fuse_grad_size_in_MB (32 by default), as Paddle's DataParallel sizes its buffers.
+FIRST_SMALL = DP2 + " last_comm_group_size_MB: 0.0078125"
+
+
+@pytest.mark.parametrize("text, buckets", [(DP2, 1), (MERGE, 1), (FIRST_SMALL, 2)],
+                         ids=["dp2", "dp2_merge2", "dp2_first_bucket_small"])
+def test_dp2_trains_as_one_process_with_the_average_overlapped(pools, text, buckets):
     for r in pools(2).run(cases.averaged_when_backward_returns, text, 2):
         assert all(r["local_between"])  # (under merge: the first micro-step kept each rank's own gradient)
-        assert r["buckets"] == 1
+        assert r["buckets"] == buckets
 
 
 def test_small_buckets_start_one_after_another_during_the_backward(pools):

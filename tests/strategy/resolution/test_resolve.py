@@ -46,7 +46,7 @@ def test_effective_flags_follow_the_rules(mp_degree, f5, f6, f7):
 
 def test_flags_with_mp_degree_1_are_noted():
     resolved = strategy.resolve(make(1, dp_degree=1, mp_async_allreduce=True), world_size=1)
-    assert resolved.notes == ("hybrid_configs.mp_configs.mp_async_allreduce is set but has no effect: mp_degree is 1.",)
+    assert resolved.notes == ("hybrid_configs.mp_configs.mp_async_allreduce is set but has no effect: hybrid_configs.mp_degree is 1.",)
 
 
 def test_dp_degree_is_inferred_from_the_world_size():

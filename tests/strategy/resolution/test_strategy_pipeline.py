@@ -52,23 +52,21 @@ def test_at_pp_degree_1_the_pipeline_is_the_default_and_its_settings_are_noted()
             "is 1.") in r.notes
     assert ("hybrid_configs.pp_configs.virtual_pp_degree is set but has no effect: hybrid_configs.pp_degree "
             "is 1.") in r.notes
-    assert "hybrid_configs.pp_configs.use_dualpipev is set but has no effect: pp_degree is 1." in r.notes
+    assert "hybrid_configs.pp_configs.use_dualpipev is set but has no effect: hybrid_configs.pp_degree is 1." in r.notes
 
 
 def test_paddles_llama_4d_resolves_strictly_on_8_ranks():
     r = strategy.resolve(strategy.load(LLAMA_4D), world_size=8)
     assert r.degrees == {"dp": 1, "pp": 2, "sharding": 2, "sep": 1, "cp": 1, "mp": 2}
     assert r.pipeline == PipelineSettings(pp_degree=2, micro_batch_size=1, accumulate_steps=4, virtual_pp_degree=1,
-                                          schedule="Schedule1F1B", placement="loop")
+                                          schedule="Schedule1F1B", placement="loop", delay_scale_loss=True)
     assert r.sharding.stage == 1 and r.mp.async_allreduce and r.mp.fused_linear_param_grad_add
     assert (r.amp.enabled, r.amp.dtype, r.amp.pure) == (True, "bfloat16", True)
     assert r.recompute == strategy.RecomputeSettings(enabled=True, checkpoints=())  # every block
     assert r.process_groups()["pp"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
     assert [n.split(" is set")[0] for n in r.notes if " is set" in n] == [
-        "hybrid_configs.pp_configs.delay_scale_loss", "hybrid_configs.sharding_configs.accumulate_steps",
-        "amp_configs.init_loss_scaling"]
-    assert any(n.startswith("hybrid_configs.pp_configs.delay_scale_loss is set but has no effect in PyTorch: each "
-                            "micro-batch's loss is divided by accumulate_steps before its backward") for n in r.notes)
+        "hybrid_configs.sharding_configs.accumulate_steps", "amp_configs.init_loss_scaling"]
+    assert r.pipeline.delay_scale_loss  # Paddle's 4-D run leaves each micro-batch's loss whole, and so does this one
     assert not any("release_gradients" in n or "dp_comm_overlap" in n for n in r.notes)  # always on; the default
 
 
@@ -82,7 +80,8 @@ def test_resolved_pipeline_flattens_for_the_ranks_agreement():
     r = resolve(pipe(steps=4, dualpipev=True), 2)
     assert dataclasses.asdict(r)["pipeline"] == {
         "pp_degree": 2, "micro_batch_size": 1, "accumulate_steps": 4, "virtual_pp_degree": 2,
-        "schedule": "ScheduleDualPipeV", "placement": "v", "shapes": "fixed", "dp_comm_overlap": False}
+        "schedule": "ScheduleDualPipeV", "placement": "v", "shapes": "fixed", "dp_comm_overlap": False,
+        "delay_scale_loss": False}
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.pipeline.accumulate_steps = 1  # type: ignore[misc]
 
@@ -212,7 +211,7 @@ def test_explain_rows_of_the_pipeline_fields(capsys, write):
     assert rows["pipeline_configs.accumulate_steps"] == ["4", "set", ""]
     assert rows["hybrid_configs.pp_configs.overlap_p2p_comm"] == ["false", "default", "always on here (false has no effect)"]
     assert rows["pipeline_configs.p2p_cache_shape"] == ["false", "set", "off"]  # stages built for each batch shape
-    assert rows["pipeline_configs.enable_partial_send_recv"][2].startswith("no effect in PyTorch: torch's PipelineStage")
+    assert rows["pipeline_configs.enable_partial_send_recv"][2].startswith("decided here: torch's PipelineStage")
     assert rows["hybrid_configs.pp_configs.virtual_pp_degree"] == ["1", "default", ""]
 
 
@@ -235,14 +234,15 @@ def test_the_reference_gives_every_pp_configs_field_its_status():
     status = statuses("PpConfig")
     always_on = {"release_gradients", "overlap_p2p_comm"}
     implemented = {"use_dualpipev", "coll_nccl_config", "p2p_nccl_config", "virtual_pp_degree", "clear_every_step_cache",
-                   "enable_dynamic_shape", "dp_comm_overlap"}
-    no_effect = {"delay_scale_loss", "enable_timer", "profiling", "use_batch_p2p_comm"}
+                   "enable_dynamic_shape", "dp_comm_overlap", "delay_scale_loss"}
+    decided = {"use_batch_p2p_comm"}
     not_implemented = {"sharding_comm_overlap", "best_unbalanced_scheduler",
                        "enable_offload_queue", "forward_backward_overlap_scheduler",
-                       "shared_nccl_config", "sync_param", "sync_moment", "sync_mode"}
+                       "shared_nccl_config", "sync_param", "sync_moment", "sync_mode", "enable_timer", "profiling"}
     assert {n for n, s in status.items() if s == "implemented, always on"} == always_on
     assert {n for n, s in status.items() if s == "implemented"} == implemented
-    assert {n for n, s in status.items() if s.startswith("no effect: ")} == no_effect
+    assert {n for n, s in status.items() if s.startswith("decided here: ")} == decided
+    assert not any(s.startswith("no effect") for s in status.values())  # Paddle's dygraph reads every one
     assert {n for n, s in status.items() if s.startswith("**not implemented**: ")} == not_implemented
     assert len(status) == 21
     for name in ("shared_nccl_config", "sync_param", "sync_moment", "sync_mode"):  # tied weights train under pp
@@ -254,7 +254,7 @@ def test_the_reference_gives_every_pipeline_configs_field_its_status():
     assert status == {"micro_batch_size": "implemented", "accumulate_steps": "implemented",
                       "schedule_mode": "implemented", "p2p_cache_shape": "implemented",
                       "enable_partial_send_recv": status["enable_partial_send_recv"]}
-    assert status["enable_partial_send_recv"].startswith("no effect: torch's PipelineStage sends each mp rank's whole")
+    assert status["enable_partial_send_recv"].startswith("decided here: torch's PipelineStage sends each mp rank's whole")
 
 
 def test_the_reference_says_when_pipeline_configs_take_effect():

@@ -84,7 +84,7 @@ def test_at_sharding_degree_1_the_stage_is_kept_and_every_setting_is_noted():
     r = resolve("hybrid_configs { sharding_configs { stage: 3 split_param: true accumulate_steps: 4 } }", 1)
     assert r.sharding.stage == 3  # kept as configured; nothing shards
     assert "hybrid_configs.sharding_configs.stage is set but has no effect: hybrid_configs.sharding_degree is 1." in r.notes
-    assert "hybrid_configs.sharding_configs.split_param is set but has no effect: sharding_degree is 1." in r.notes
+    assert "hybrid_configs.sharding_configs.split_param is set but has no effect: hybrid_configs.sharding_degree is 1." in r.notes
     assert ("hybrid_configs.sharding_configs.accumulate_steps is set but has no effect: hybrid_configs.sharding_degree "
             "is 1.") in r.notes
 
@@ -93,8 +93,8 @@ def test_paddles_llama_sharding_configs_resolve_once_pp_is_left_out():
     s = strategy.load(LLAMA_4D, overrides=["hybrid_configs.pp_degree=1"])
     r = strategy.resolve(s, world_size=4)
     assert (r.mp_degree, r.sharding_degree, r.sharding.stage) == (2, 2, 1)
-    assert any(n.startswith("hybrid_configs.sharding_configs.accumulate_steps is set but has no effect in PyTorch: "
-                            "Paddle's comm-overlap buffers") for n in r.notes)
+    assert any(n.startswith("hybrid_configs.sharding_configs.accumulate_steps is set, but this runtime decides it "
+                            "itself: the micro-steps of one update are gradient_merge_configs.k_steps") for n in r.notes)
 
 
 def test_an_always_on_flag_set_false_is_noted_with_what_fsdp2_does():
@@ -123,18 +123,21 @@ def test_explain_shows_each_sharding_configs_fields_status(capsys, write):
     assert rows["hybrid_configs.sharding_configs.tensor_fusion"][:2] == ["false", "set"]
     assert rows["hybrid_configs.sharding_configs.tensor_fusion"][2].startswith(
         "always on here (false has no effect): FSDP2 communicates")
-    assert rows["hybrid_configs.sharding_configs.comm_buffer_size_MB"][2].startswith("no effect in PyTorch: FSDP2 sizes")
+    assert rows["hybrid_configs.sharding_configs.comm_buffer_size_MB"][2].startswith("decided here: FSDP2 communicates")
 
 
 def test_the_reference_gives_every_sharding_configs_field_its_status():
     section = reference().split("## DygraphShardingConfig\n")[1].split("\n## ")[0]
     status = {cells[1].strip("`"): cells[4] for cells in (line.split(" | ") for line in section.splitlines())
               if len(cells) > 4 and cells[1].startswith("`")}
-    always_on = ["tensor_fusion", "comm_overlap", "split_param", "release_gradients", "free_grads_in_comm"]
-    no_effect = ["accumulate_steps", "fuse_optimizer", "use_reduce_avg", "comm_buffer_size_MB",
-                 "enable_fuse_optimizer_states", "check_nccl_config"]
+    always_on = ["tensor_fusion", "comm_overlap", "split_param", "release_gradients", "free_grads_in_comm",
+                 "use_reduce_avg"]
+    decided = ["accumulate_steps", "fuse_optimizer", "comm_buffer_size_MB"]
+    not_implemented = ["offload_opt_buffer_size", "enable_fuse_optimizer_states", "check_nccl_config"]
     assert {name for name in status if status[name] == "implemented, always on"} == set(always_on)
-    assert {name for name in status if status[name].startswith("no effect: ")} == set(no_effect)
+    assert {name for name in status if status[name].startswith("decided here: ")} == set(decided)
+    assert {name for name in status if status[name].startswith("**not implemented**")} == set(not_implemented)
+    assert not any(status[name].startswith("no effect") for name in status)  # Paddle's dygraph reads every one
     assert status["stage"] == status["nccl_config"] == "implemented"
     assert status["offload_opt_buffer_size"] == "**not implemented**: FSDP2's CPUOffloadPolicy is not wired yet; leave it at -1"
     assert len(status) == 14

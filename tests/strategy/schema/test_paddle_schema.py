@@ -10,7 +10,7 @@ from google.protobuf.descriptor import FieldDescriptor
 from conftest import PADDLE_SCHEMA
 from strategy import schema
 from strategy._generated import distributed_strategy_pb2
-from strategy._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
+from strategy._generated.strategy_options_pb2 import DECIDED_HERE, IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 
 PADDLE = json.loads(PADDLE_SCHEMA.read_text())
 POOL = distributed_strategy_pb2.DESCRIPTOR.pool
@@ -59,7 +59,7 @@ def _every_field():
 
 def test_every_field_declares_its_support_and_a_comment():
     for field in _every_field():
-        assert schema.option(field, "support") in (IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED), field.full_name
+        assert schema.option(field, "support") in (IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED, DECIDED_HERE), field.full_name
         assert len(schema.doc(field)) > 20, field.full_name
 
 
@@ -77,6 +77,8 @@ def test_the_comments_say_what_a_field_does_here_when_it_does_nothing():
             assert "No effect in PyTorch." in schema.doc(field), field.full_name
         if support == NOT_IMPLEMENTED:
             assert "Not implemented here." in schema.doc(field), field.full_name
+        if support == DECIDED_HERE:
+            assert "Decided here: " in schema.doc(field), field.full_name
 
 
 def test_what_works_today_is_declared_implemented():

@@ -6,7 +6,7 @@ import pytest
 
 import strategy
 from strategy import schema
-from strategy._generated.strategy_options_pb2 import IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
+from strategy._generated.strategy_options_pb2 import DECIDED_HERE, IMPLEMENTED, NO_EFFECT, NOT_IMPLEMENTED
 
 from test_paddle_schema import PADDLE
 
@@ -82,7 +82,7 @@ def test_every_field_has_documentation_from_the_proto_comments():
 def test_every_fields_doc_agrees_with_its_support_status():
     """The docs come from the proto comments, the status from the (support) option: both are written by hand, so a
     field implemented after its comment was written (amp, recompute, gradient_merge once) is caught here."""
-    says = {IMPLEMENTED: None, NOT_IMPLEMENTED: "not implemented", NO_EFFECT: "no effect"}
+    says = {IMPLEMENTED: None, NOT_IMPLEMENTED: "not implemented", NO_EFFECT: "no effect", DECIDED_HERE: "decided here"}
     wrong = []
     for path, field in schema.walk():
         status, text = schema.option(field, "support"), schema.doc(field).lower()
