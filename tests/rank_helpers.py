@@ -131,3 +131,14 @@ def train_beside_one_process(hcg: parallel.HybridGroup, model, reference, rows, 
     match_one_process(model, reference)
     parallel.check_replicas(model, grads=False)
     return out
+
+
+def pp_text(pp: int, *, schedule: str = "1F1B", virtual: int = 1, dualpipev: bool = False, acc: int = 4,
+            mbs: int = 1, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int = 1) -> str:
+    """A pipeline strategy (the pipeline tests', and the tied-weight ones under pp): pp stages of `schedule` over `acc`
+    micro-batches of `mbs`, with the other degrees given."""
+    pp_configs = f"virtual_pp_degree: {virtual}" + (" use_dualpipev: true" if dualpipev else "")
+    text = (f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} pp_degree: {pp} sharding_degree: {sharding} "
+            f"pp_configs {{ {pp_configs} }}")
+    text += f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }"
+    return text + f' pipeline_configs {{ micro_batch_size: {mbs} accumulate_steps: {acc} schedule_mode: "{schedule}" }}'

@@ -130,3 +130,28 @@ def test_nothing_outside_training_reads_the_optimizer_wrappers_privates():
             continue
         text = path.read_text()
         assert not re.search(r"\._master\b|\._synced_version\b|\"_master\"|getattr\(\w+, \"optimizer\"", text), path
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_a_features_tests_import_only_their_own_case_modules_and_the_shared_ones():
+    """tests/ is laid out like the code: each folder's rank-side case modules serve that folder's tests; what several
+    features share (spawning ranks, one-process parity, the small models, the examples' loops, the split-sequence
+    cases) is a module at tests/ itself."""
+    shared = {p.stem for p in TESTS.glob("*.py")}
+    owner = {p.stem: p.parent for p in TESTS.rglob("*_cases.py") if p.parent != TESTS}
+    wrong = [f"{path.relative_to(TESTS)} imports {name} ({owner[name].relative_to(TESTS)})"
+             for path in TESTS.rglob("*.py") if path.parent != TESTS
+             for name in _imported_modules(path) if name in owner and owner[name] != path.parent and name not in shared]
+    assert not wrong, "\n".join(sorted(wrong))

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import strategy
-import train_cases as cases
+import example_cases as cases
 from conftest import ROOT
 
 STEPS = 6

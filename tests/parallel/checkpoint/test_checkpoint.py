@@ -19,6 +19,32 @@ def test_resume_continues_exactly_where_the_straight_run_went(pools, tmp_path, f
     assert result["resumed"] == pytest.approx(result["straight"], rel=1e-6)
 
 
+SHARDING2_STAGE3 = "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } }"
+
+
+@pytest.fixture(scope="module")
+def saved_at_sharding2_stage3(pools, tmp_path_factory):
+    path = tmp_path_factory.mktemp("sharded") / "ckpt"
+    result = pools(2).run(cases.save_gpt, 1, 1, 3, str(path), SHARDING2_STAGE3, timeout=180)[0]
+    return path, result
+
+
+@pytest.mark.parametrize(("world", "text", "resharded"), [
+    (4, "hybrid_configs { sharding_degree: 4 sharding_configs { stage: 1 } }", "sharding 2 -> 4"),
+    (4, "hybrid_configs { mp_degree: 2 sharding_degree: 2 sharding_configs { stage: 2 } }", "mp 1 -> 2"),
+    (1, "hybrid_configs { dp_degree: 1 }", "sharding 2 -> 1"),
+], ids=["sharding4_stage1", "mp2_x_sharding2_stage2", "one_process"])
+def test_a_sharded_checkpoint_loads_at_other_degrees_and_stages_exactly(pools, saved_at_sharding2_stage3, world, text,
+                                                                         resharded):
+    path, saved = saved_at_sharding2_stage3
+    loaded = pools(world).run(cases.load_gpt, 1, 1, 3, str(path), text, timeout=180)[0]
+    assert loaded["full"].keys() == saved["full"].keys()
+    for key, value in saved["full"].items():
+        assert torch.equal(loaded["full"][key], value), key
+    assert loaded["layout"]["sharding"] == 2 and loaded["resharded"] == resharded
+    assert loaded["next_loss"] == pytest.approx(saved["next_loss"], rel=1e-5)  # optimizer state came back too
+
+
 @pytest.fixture(scope="module")
 def saved_at_mp2(pools, tmp_path_factory):
     path = tmp_path_factory.mktemp("ckpt") / "mp2"

@@ -8,24 +8,11 @@ import torch
 
 import parallel
 import strategy
+from hf_models import hf_model
 from rank_helpers import close, init, make_strategy
 
 VOCAB, SEQ, BATCH, STEPS = 128, 16, 2, 3
 RTOL, ATOL = 1e-5, 1e-5
-
-
-def hf_model(arch: str, heads: int = 4, kv_heads: int = 2):
-    import transformers
-
-    config_cls, model_cls = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-                             "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
-                             "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM)}[arch]
-    extra = {"head_dim": 64 // heads} if arch == "qwen3" else {}  # (Qwen3's default is 128, not hidden / heads)
-    config = config_cls(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=64,
-                        tie_word_embeddings=False, **extra)
-    torch.manual_seed(0)
-    return model_cls(config)
 
 
 def _batch(step: int) -> torch.Tensor:

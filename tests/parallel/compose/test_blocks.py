@@ -5,7 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from parallel.blocks import block_names, largest_module_list
-from hf_cases import hf_model
+from hf_models import hf_model
 
 
 def test_hugging_face_blocks_are_its_no_split_module_classes():

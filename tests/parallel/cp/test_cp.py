@@ -12,8 +12,13 @@ import torch
 
 import parallel
 import strategy
-import cp_cases as cases
-import sep_cases as sep_cases
+import split_sequence_cases as split
+import example_cases as examples
+
+
+def cp_text(cp: int, *, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int = 3, extra: str = "") -> str:
+    text = f"{extra} hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} cp_degree: {cp} sharding_degree: {sharding}"
+    return text + (f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }")
 
 
 def _hcg(cp: int, rank: int) -> SimpleNamespace:
@@ -53,41 +58,41 @@ def test_a_length_2cp_does_not_divide_is_an_error_naming_both():
 
 
 @pytest.mark.parametrize(("world", "text"), [
-    (2, cases.cp_text(2)),
-    (4, cases.cp_text(4)),
-    (4, cases.cp_text(2, dp=2)),
-    (4, cases.cp_text(2, mp=2)),
-    (4, cases.cp_text(2, sharding=2, stage=3)),
+    (2, cp_text(2)),
+    (4, cp_text(4)),
+    (4, cp_text(2, dp=2)),
+    (4, cp_text(2, mp=2)),
+    (4, cp_text(2, sharding=2, stage=3)),
 ], ids=["cp2", "cp4", "dp2_x_cp2", "mp2_x_cp2", "sharding2_x_cp2"])
 def test_a_gqa_llama_with_uneven_prompt_labels_trains_as_one_process(pools, world, text):
-    assert_parity(pools(world).run(sep_cases.llama_parity, text, timeout=240)[0], attention="parallel_cp")
+    assert_parity(pools(world).run(split.llama_parity, text, timeout=240)[0], attention="parallel_cp")
 
 
 def test_a_llama_with_3_heads_and_1_kv_head_that_sep_cannot_split_trains_under_cp2(pools):
-    assert_parity(pools(2).run(sep_cases.llama_parity, cases.cp_text(2), heads=3, kv_heads=1, timeout=240)[0], attention="parallel_cp")
+    assert_parity(pools(2).run(split.llama_parity, cp_text(2), heads=3, kv_heads=1, timeout=240)[0], attention="parallel_cp")
 
 
 @pytest.mark.parametrize(("cp", "causal"), [(2, True), (4, True), (2, False)], ids=["cp2", "cp4", "cp2_not_causal"])
 def test_a_plain_model_calling_cp_attention_matches_one_process(pools, cp, causal):
-    assert pools(cp).run(sep_cases.plain_parity, cases.cp_text(cp), causal)[0] == {"ok": True}
+    assert pools(cp).run(split.plain_parity, cp_text(cp), causal)[0] == {"ok": True}
 
 
 def test_recompute_and_gradient_merge_under_cp_train_as_one_process(pools):
-    text = cases.cp_text(2, extra="recompute: true gradient_merge: true gradient_merge_configs { k_steps: 2 }")
-    result = pools(2).run(cases.options_parity, text, timeout=240)[0]
+    text = cp_text(2, extra="recompute: true gradient_merge: true gradient_merge_configs { k_steps: 2 }")
+    result = pools(2).run(split.options_parity, text, timeout=240)[0]
     assert result["merge"] == 2 and result["recompute"] and result["wrapped"] == 2  # both decoder layers
     assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
 
 
 def test_bf16_autocast_under_cp_trains_as_one_process_up_to_bf16_rounding(pools):
     amp = "amp: true amp_configs { use_pure_bf16: false dtype: 'bfloat16' }"
-    single = pools(1).run(cases.amp_losses, cases.cp_text(1, extra=amp))[0]
-    losses = pools(2).run(cases.amp_losses, cases.cp_text(2, extra=amp))[0]
+    single = pools(1).run(split.amp_losses, cp_text(1, extra=amp))[0]
+    losses = pools(2).run(split.amp_losses, cp_text(2, extra=amp))[0]
     assert losses == pytest.approx(single, rel=2e-2)  # bf16 rounds the chunks' attention and projections apart
 
 
 def test_a_model_of_ones_own_that_never_calls_cp_attention_is_refused_at_its_first_forward(pools):
-    out = pools(2).run(sep_cases.own_without_sep_attention, cases.cp_text(2))[0]
+    out = pools(2).run(split.own_without_sep_attention, cp_text(2))[0]
     assert out == {"field": "hybrid_configs.cp_degree", "error": (
         "hybrid_configs.cp_degree > 1 gives each rank two chunks of every row, but Own's forward never called "
         "parallel.cp_attention, so its attention saw only this rank's chunks: it is neither a Hugging Face model whose "
@@ -98,38 +103,38 @@ def test_a_model_of_ones_own_that_never_calls_cp_attention_is_refused_at_its_fir
 
 def test_pp_with_cp_is_refused_naming_both_before_any_change(pools):
     text = "hybrid_configs { pp_degree: 2 cp_degree: 2 } pipeline_configs { accumulate_steps: 2 }"
-    out = pools(4).run(sep_cases.pp_with_sep_refused, text)[0]
+    out = pools(4).run(split.pp_with_sep_refused, text)[0]
     assert out == {"field": "hybrid_configs.cp_degree", "unchanged": True, "error": (
         "hybrid_configs.pp_degree 2 with hybrid_configs.cp_degree 2: the pipeline does not carry cp's global positions "
         "and shifted labels between stages yet; set one of them to 1")}
 
 
 def test_each_cp2_rank_saves_at_most_0_6_of_the_activations_of_one_process(pools):
-    one = pools(1).run(sep_cases.saved_activations, cases.cp_text(1))[0]["saved"]
-    half = pools(2).run(sep_cases.saved_activations, cases.cp_text(2))[0]["saved"]
+    one = pools(1).run(split.saved_activations, cp_text(1))[0]["saved"]
+    half = pools(2).run(split.saved_activations, cp_text(2))[0]["saved"]
     assert half / one <= 0.6
 
 
 @pytest.mark.parametrize(("saved_at", "loaded_at"), [(2, 1), (1, 2)], ids=["cp2_to_1", "cp1_to_2"])
 def test_a_checkpoint_moves_between_cp_degrees_exactly(pools, tmp_path, saved_at, loaded_at):
     path = str(tmp_path / "ckpt")
-    saved = pools(saved_at).run(sep_cases.save_llama, cases.cp_text(saved_at), path, timeout=120)[0]
-    loaded = pools(loaded_at).run(sep_cases.load_llama, cases.cp_text(loaded_at), path, timeout=120)[0]
+    saved = pools(saved_at).run(split.save_llama, cp_text(saved_at), path, timeout=120)[0]
+    loaded = pools(loaded_at).run(split.load_llama, cp_text(loaded_at), path, timeout=120)[0]
     assert loaded["resharded"] == f"cp {saved_at} -> {loaded_at}"
     assert all(torch.equal(loaded["full"][k], v) for k, v in saved.items()) and loaded["full"].keys() == saved.keys()
 
 
 def test_the_demo_through_cp_attention_trains_as_one_process(pools):
-    single = pools(1).run(sep_cases.demo_losses, cases.cp_text(1), 4)[0]
-    assert pools(2).run(sep_cases.demo_losses, cases.cp_text(2), 4)[0] == pytest.approx(single, rel=1e-5)
+    single = pools(1).run(examples.demo_losses, cp_text(1), 4)[0]
+    assert pools(2).run(examples.demo_losses, cp_text(2), 4)[0] == pytest.approx(single, rel=1e-5)
 
 
 def test_the_cp_example_strategy_fine_tunes_as_one_process(pools):
     from conftest import ROOT
 
-    single = pools(1).run(sep_cases.finetune_losses, cases.cp_text(1), 3)
+    single = pools(1).run(examples.finetune_losses, cp_text(1), 3)
     path = ROOT / "examples" / "strategies" / "cp2.prototxt"
-    assert pools(2).run(sep_cases.finetune_losses, str(path), 3)[0] == pytest.approx(single[0], rel=1e-5)
+    assert pools(2).run(examples.finetune_losses, str(path), 3)[0] == pytest.approx(single[0], rel=1e-5)
 
 
 @pytest.mark.parametrize("kernel", ["cpu_prefix_attention", "lower_right_attention", "masked_prefix_attention"])

@@ -9,39 +9,11 @@ import torch
 
 import parallel
 import strategy
+from hf_models import MOE_EPS as EPS, moe
 from rank_helpers import close, init, train_beside_one_process
 from parallel.topology.dtensors import local
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
-
-# The combine sums a token's experts in another order than one process does: an embedding entry whose gradient
-# cancels to ~1e-7 then differs by float32 rounding (Δg ~4e-9, four times rank_helpers.ADAMW_EPS's argument), which
-# AdamW's default eps (1e-8) turns into steps ~lr apart. eps 1e-4 keeps such entries' steps ~4e-8 (lr·Δg/eps) while
-# gradients of 1e-3 still step ~0.9 lr.
-EPS = 1e-4
-
-
-def moe(kind: str = "qwen3_moe", experts: int = 8):
-    import transformers
-
-    common = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=VOCAB,
-                  num_experts_per_tok=2, max_position_embeddings=SEQ, output_router_logits=True,
-                  router_aux_loss_coef=0.01, tie_word_embeddings=False)
-    if kind == "qwen3_moe":
-        config = transformers.Qwen3MoeConfig(num_experts=experts, moe_intermediate_size=16, intermediate_size=64,
-                                             norm_topk_prob=True, **common)
-        cls = transformers.Qwen3MoeForCausalLM
-    else:
-        config = transformers.MixtralConfig(num_local_experts=experts, intermediate_size=16, router_jitter_noise=0.0,
-                                            **common)
-        cls = transformers.MixtralForCausalLM
-    torch.manual_seed(0)
-    model = cls(config)
-    with torch.no_grad():  # uneven routing: some experts favoured
-        for name, p in model.named_parameters():
-            if name.endswith("mlp.gate.weight"):
-                p.add_(torch.linspace(-0.5, 0.5, p.shape[0]).unsqueeze(1))
-    return model
 
 
 def ep_text(ep: int, *, dp: int = -1, extra: str = "") -> str:
@@ -125,9 +97,9 @@ def ep_with_pp() -> str:
 
 def finetune_losses(path: str, steps: int, model_type: str) -> list[float]:
     """examples/finetune_hf.py's MoE model (`--model-type`) and loop under `path`, with this file's AdamW eps."""
-    import sep_cases
+    import example_cases
 
-    return sep_cases.finetune_losses(path, steps, model_type, eps=EPS)
+    return example_cases.finetune_losses(path, steps, model_type, eps=EPS)
 
 
 class OwnExperts(torch.nn.Module):

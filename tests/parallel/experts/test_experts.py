@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import expert_cases as cases
+import split_sequence_cases as split
 
 
 @pytest.mark.parametrize(("world", "text", "kind"), [
@@ -91,20 +92,16 @@ def test_a_rank_that_receives_no_tokens_still_joins_the_backward_of_a_module_of_
 
 
 def test_recompute_and_gradient_merge_under_ep_train_as_one_process(pools):
-    import cp_cases
-
     text = cases.ep_text(2, extra="recompute: true gradient_merge: true gradient_merge_configs { k_steps: 2 }")
-    result = pools(2).run(cp_cases.options_parity, text, 4, "qwen3_moe", timeout=240)[0]
+    result = pools(2).run(split.options_parity, text, 4, "qwen3_moe", timeout=240)[0]
     assert result["merge"] == 2 and result["recompute"] and result["wrapped"] == 2  # both decoder layers
     assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
 
 
 def test_bf16_autocast_under_ep_trains_as_one_process_up_to_bf16_rounding(pools):
-    import cp_cases
-
     amp = "amp: true amp_configs { use_pure_bf16: false dtype: 'bfloat16' }"
-    single = pools(1).run(cp_cases.amp_losses, "hybrid_configs { dp_degree: 1 } " + amp, 3, "qwen3_moe")[0]
-    losses = pools(2).run(cp_cases.amp_losses, cases.ep_text(2, extra=amp), 3, "qwen3_moe")[0]
+    single = pools(1).run(split.amp_losses, "hybrid_configs { dp_degree: 1 } " + amp, 3, "qwen3_moe")[0]
+    losses = pools(2).run(split.amp_losses, cases.ep_text(2, extra=amp), 3, "qwen3_moe")[0]
     assert losses == pytest.approx(single, rel=2e-2)
 
 

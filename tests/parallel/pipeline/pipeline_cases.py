@@ -10,22 +10,13 @@ import torch
 import parallel
 import strategy
 from parallel.pipeline import next_token_loss
-from rank_helpers import tiny_llama, ADAMW_EPS, data_mean, init, match_one_process
+from rank_helpers import ADAMW_EPS, data_mean, init, match_one_process, tiny_llama
 
 VOCAB, SEQ, LR = 64, 16, 1e-3
 
 
 def llama(layers: int = 4):
     return tiny_llama(layers, vocab=VOCAB, seq=SEQ)
-
-
-def pp_text(pp: int, *, schedule: str = "1F1B", virtual: int = 1, dualpipev: bool = False, acc: int = 4,
-            mbs: int = 1, dp: int = 1, mp: int = 1, sharding: int = 1, stage: int = 1) -> str:
-    pp_configs = f"virtual_pp_degree: {virtual}" + (" use_dualpipev: true" if dualpipev else "")
-    text = (f"hybrid_configs {{ dp_degree: {dp} mp_degree: {mp} pp_degree: {pp} sharding_degree: {sharding} "
-            f"pp_configs {{ {pp_configs} }}")
-    text += f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }"
-    return text + f' pipeline_configs {{ micro_batch_size: {mbs} accumulate_steps: {acc} schedule_mode: "{schedule}" }}'
 
 
 def _batch(step: int, rows: int, length: int = SEQ) -> torch.Tensor:

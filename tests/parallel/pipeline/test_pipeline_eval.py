@@ -6,18 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-import pipeline_cases as cases
+from rank_helpers import pp_text
 import pipeline_eval_cases as eval_cases
 from parallel.pipeline.evaluation import needs_forward_only_v
 
 
 @pytest.mark.parametrize(("text", "schedule"), [
-    (cases.pp_text(2), "Schedule1F1B"),
-    (cases.pp_text(2, schedule="FThenB"), "ScheduleGPipe"),
-    (cases.pp_text(2, schedule="VPP", virtual=2), "ScheduleInterleaved1F1B"),
-    (cases.pp_text(2, schedule="ZBH1"), "ScheduleInterleavedZeroBubble"),
-    (cases.pp_text(2, schedule="ZBVPP"), "ScheduleZBVZeroBubble"),
-    (cases.pp_text(2, dualpipev=True), "ScheduleDualPipeV"),
+    (pp_text(2), "Schedule1F1B"),
+    (pp_text(2, schedule="FThenB"), "ScheduleGPipe"),
+    (pp_text(2, schedule="VPP", virtual=2), "ScheduleInterleaved1F1B"),
+    (pp_text(2, schedule="ZBH1"), "ScheduleInterleavedZeroBubble"),
+    (pp_text(2, schedule="ZBVPP"), "ScheduleZBVZeroBubble"),
+    (pp_text(2, dualpipev=True), "ScheduleDualPipeV"),
 ], ids=["1F1B", "FThenB", "VPP", "ZBH1", "ZBVPP", "DualPipeV"])
 def test_eval_batch_after_training_equals_one_process_and_changes_no_parameter(pools, text, schedule):
     results = pools(2).run(eval_cases.llama_eval, text, timeout=240)

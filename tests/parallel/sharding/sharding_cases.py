@@ -76,7 +76,7 @@ def parity(text: str, steps: int = 3, clip: float | None = None, model_kind: str
     hcg = init(strategy.loads(text))
     k = hcg.resolved.gradient_merge.k_steps
     if model_kind == "llama":
-        from hf_cases import hf_model
+        from hf_models import hf_model
 
         reference = hf_model("llama")
         model = parallel.parallelize(copy.deepcopy(reference))  # the Hugging Face plan, then sharding

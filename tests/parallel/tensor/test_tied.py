@@ -8,7 +8,7 @@ import pytest
 
 import tied_cases as cases
 from rank_helpers import PARITY_ATOL, PARITY_RTOL
-from pipeline_cases import pp_text
+from rank_helpers import pp_text
 
 PLAIN = (False, False, False)
 VARIANTS = {

@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 import parallel
 from rank_helpers import close, init, make_strategy
-from model_cases import BATCH, SEQ, SHARD_DIMS, V, Parallel, Reference
+from small_model import BATCH, SEQ, SHARD_DIMS, V, Parallel, Reference
 
 STEPS = 4
 

@@ -10,7 +10,7 @@ import torch.distributed as dist
 import parallel
 import strategy
 from rank_helpers import close, init
-from model_cases import BATCH, SEQ, SHARD_DIMS, V, Parallel, Reference
+from small_model import BATCH, SEQ, SHARD_DIMS, V, Parallel, Reference
 
 
 def _strategy(mp: int, dp: int, extra: str, flags: str = "") -> strategy.DistributedStrategy:
