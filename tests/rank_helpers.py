@@ -142,3 +142,14 @@ def pp_text(pp: int, *, schedule: str = "1F1B", virtual: int = 1, dualpipev: boo
             f"pp_configs {{ {pp_configs} }}")
     text += f" sharding_configs {{ stage: {stage} }} }}" if sharding > 1 else " }"
     return text + f' pipeline_configs {{ micro_batch_size: {mbs} accumulate_steps: {acc} schedule_mode: "{schedule}" }}'
+
+
+def load_quietly(path: str, model, opt):
+    """parallel.load without its resharding warnings (the cases assert what it returns): the LoadInfo."""
+    import warnings
+
+    import parallel
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return parallel.load(path, model, opt)

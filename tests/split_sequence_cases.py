@@ -15,7 +15,7 @@ from torch import nn
 
 import parallel
 import strategy
-from rank_helpers import ADAMW_EPS, RTOL, close, data_mean, init, match_one_process, train_beside_one_process
+from rank_helpers import ADAMW_EPS, RTOL, close, data_mean, init, load_quietly, match_one_process, train_beside_one_process
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
 
@@ -185,15 +185,11 @@ def save_llama(text: str, path: str) -> dict:
 
 
 def load_llama(text: str, path: str) -> dict:
-    import warnings
-
     init(strategy.loads(text))
     torch.manual_seed(3)
     model = parallel.parallelize(llama())
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        info = parallel.load(path, model, opt)
+    info = load_quietly(path, model, opt)
     return {"full": parallel.full_state_dict(model), "resharded": info.resharded}
 
 

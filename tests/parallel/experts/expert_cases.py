@@ -10,7 +10,7 @@ import torch
 import parallel
 import strategy
 from hf_models import MOE_EPS as EPS, moe
-from rank_helpers import close, init, train_beside_one_process
+from rank_helpers import close, init, load_quietly, train_beside_one_process
 from parallel.topology.dtensors import local
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
@@ -58,15 +58,11 @@ def save_moe(text: str, path: str) -> dict:
 
 
 def load_moe(text: str, path: str) -> dict:
-    import warnings
-
     init(strategy.loads(text))
     torch.manual_seed(3)
     model = parallel.parallelize(moe())
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=EPS))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        info = parallel.load(path, model, opt)
+    info = load_quietly(path, model, opt)
     state = [local(s["exp_avg"]).shape[0] for p, s in opt.state.items() if p.dim() == 3]
     return {"full": parallel.full_state_dict(model), "resharded": info.resharded, "expert_state_rows": set(state)}
 

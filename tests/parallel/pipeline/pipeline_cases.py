@@ -10,7 +10,7 @@ import torch
 import parallel
 import strategy
 from parallel.pipeline import next_token_loss
-from rank_helpers import ADAMW_EPS, data_mean, init, match_one_process, tiny_llama
+from rank_helpers import ADAMW_EPS, data_mean, init, load_quietly, match_one_process, tiny_llama
 
 VOCAB, SEQ, LR = 64, 16, 1e-3
 
@@ -126,7 +126,6 @@ def save_pipelined(text: str, path: str, steps: int = 2) -> dict:
 
 def load_pipelined(text: str, path: str) -> dict:
     """Load into another pipeline layout: the gathered state dict and what load says."""
-    import warnings
 
     hcg = init(strategy.loads(text))
     torch.manual_seed(7)
@@ -134,9 +133,7 @@ def load_pipelined(text: str, path: str) -> dict:
     if hcg.pp_size > 1 or hcg.mp_size > 1:
         model = parallel.parallelize(model)
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        info = parallel.load(path, model, opt)
+    info = load_quietly(path, model, opt)
     return {"full": parallel.full_state_dict(model), "resharded": info.resharded, "step": info.step}
 
 
