@@ -155,3 +155,13 @@ def test_a_features_tests_import_only_their_own_case_modules_and_the_shared_ones
              for path in TESTS.rglob("*.py") if path.parent != TESTS
              for name in _imported_modules(path) if name in owner and owner[name] != path.parent and name not in shared]
     assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_function_in_src_is_longer_than_60_lines():
+    """A function a reader can hold at once (the house's limit); the generated code is protoc's."""
+    src = TESTS.parent / "src"
+    long = [f"{path.relative_to(src)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in src.rglob("*.py") if "_generated" not in path.parts
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno >= 60]
+    assert not long, "\n".join(long)
