@@ -109,7 +109,7 @@ def test_offload_is_not_implemented_and_says_so_at_its_line(write):
     with pytest.raises(StrategyError) as info:
         strategy.resolve(strategy.load(path), world_size=2)
     assert str(info.value) == (f"{path}:3:22: hybrid_configs.sharding_configs.offload_opt_buffer_size = 8 is not "
-                               "implemented by this project; FSDP2's CPUOffloadPolicy is not wired yet; leave it at -1")
+                               "implemented by this project; FSDP2's CPUOffloadPolicy is not wired yet: leave it at -1, and raise sharding_degree to hold less optimizer state per rank")
 
 
 def test_explain_shows_each_sharding_configs_fields_status(capsys, write):
@@ -139,7 +139,7 @@ def test_the_reference_gives_every_sharding_configs_field_its_status():
     assert {name for name in status if status[name].startswith("**not implemented**")} == set(not_implemented)
     assert not any(status[name].startswith("no effect") for name in status)  # Paddle's dygraph reads every one
     assert status["stage"] == status["nccl_config"] == "implemented"
-    assert status["offload_opt_buffer_size"] == "**not implemented**: FSDP2's CPUOffloadPolicy is not wired yet; leave it at -1"
+    assert status["offload_opt_buffer_size"] == "**not implemented**: FSDP2's CPUOffloadPolicy is not wired yet: leave it at -1, and raise sharding_degree to hold less optimizer state per rank"
     assert len(status) == 14
 
 
