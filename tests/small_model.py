@@ -3,6 +3,7 @@ and the training options' (clipping, sync, amp) compare the two."""
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -42,3 +43,11 @@ class Parallel(nn.Module):
 
 
 SHARD_DIMS = {"emb.weight": 0, "up.weight": 0, "up.bias": 0, "down.weight": 1, "head.weight": 0, "head.bias": 0}
+
+
+def twins() -> tuple[Reference, Parallel]:
+    """The one-process model and its tensor-parallel twin, each built from seed 0: the same weights, split."""
+    torch.manual_seed(0)
+    reference = Reference()
+    torch.manual_seed(0)
+    return reference, Parallel()

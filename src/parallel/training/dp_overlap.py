@@ -13,12 +13,15 @@ import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from strategy import DpBucketSettings
+
 from ..topology.guard import guard
 
 __all__ = ["BUCKET_BYTES", "DpBuckets", "FIRST_BUCKET_BYTES"]
 
-BUCKET_BYTES = 32 * 2**20  # fuse_grad_size_in_MB's default (Paddle's DataParallel comm_buffer_size; DDP's is 25)
-FIRST_BUCKET_BYTES = 2**20  # last_comm_group_size_MB's default (DDP's first bucket is 1 MiB too)
+# fuse_grad_size_in_MB's and last_comm_group_size_MB's defaults (Paddle's DataParallel buffers; DDP's first bucket is
+# 1 MiB too, its others 25)
+BUCKET_BYTES, FIRST_BUCKET_BYTES = DpBucketSettings()
 
 
 class _Bucket:

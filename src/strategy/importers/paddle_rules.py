@@ -98,7 +98,7 @@ def _expert_refusals(t: Any, p: Any, ep: int) -> None:
     if (p.dp or 1) > 1:
         raise p.error("ep", f"data parallel degree {p.dp} with expert parallelism ({t.name} asserts dp 1): give the "
                       "data ranks to sharding (sharding set, its degree -1)")
-    moe = ep if t.expert_order == "pn" else p.world // (p.pp * ep)
+    moe = ep if t.expert_order == "pn" else _moe_sharding(p, ep)
     if (p.sharding or 1) % moe:
         what = f"expert_parallel_degree {ep}" if t.expert_order == "pn" else \
             f"the moe sharding degree world // (pp · ep) = {moe}"
@@ -194,7 +194,12 @@ def _experts(t: Any, p: Any, ep: int) -> None:
     """PaddleFormers writes moe_sharding_degree = world // (pp · ep) beside ep_degree (PF:2204-2209): the ranks of a
     pipeline stage that hold the same experts shard their state; PaddleNLP writes neither."""
     if ep > 1 and t.expert_order == "pf" and p.world is not None:
-        p.set("hybrid_configs.moe_sharding_degree", p.world // (p.pp * ep), "ep", "expert_switch")
+        p.set("hybrid_configs.moe_sharding_degree", _moe_sharding(p, ep), "ep", "expert_switch")
+
+
+def _moe_sharding(p: Any, ep: int) -> int:
+    """PaddleFormers' moe_sharding_degree: the ranks of a stage over ep (PF:2824-2826)."""
+    return int(p.world) // (p.pp * ep)
 
 
 def _sharding(t: Any, p: Any) -> None:

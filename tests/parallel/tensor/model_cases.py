@@ -8,7 +8,7 @@ from torch import nn
 
 import parallel
 from rank_helpers import ADAMW_EPS, PARITY_ATOL, PARITY_RTOL, close, init, make_strategy, shard
-from small_model import BATCH, SEQ, SHARD_DIMS, STEPS, V, Parallel, Reference
+from small_model import BATCH, SEQ, SHARD_DIMS, STEPS, V, twins
 
 LR = 1e-2
 ATOL_AT_LR = PARITY_ATOL * LR / 1e-3  # the bound beside ADAMW_EPS grows with lr (it is argued at 1e-3)
@@ -16,10 +16,7 @@ ATOL_AT_LR = PARITY_ATOL * LR / 1e-3  # the bound beside ADAMW_EPS grows with lr
 
 def train_matches_single_process(dp: int, mp: int, flags, sync: dict, main_grad: bool) -> list[float]:
     hcg = init(make_strategy(mp, dp=dp, flags=flags, **sync))
-    torch.manual_seed(0)
-    ref = Reference()
-    torch.manual_seed(0)
-    model = Parallel()
+    ref, model = twins()
     if main_grad:
         parallel.add_main_grad(model)
     opt_ref = torch.optim.Adam(ref.parameters(), lr=LR, eps=ADAMW_EPS)

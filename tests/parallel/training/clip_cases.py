@@ -9,7 +9,7 @@ import torch.distributed as dist
 
 import parallel
 from rank_helpers import close, init, make_strategy
-from small_model import BATCH, SEQ, SHARD_DIMS, V, Parallel, Reference
+from small_model import BATCH, SEQ, SHARD_DIMS, V, Parallel, twins
 
 STEPS = 4
 
@@ -17,10 +17,7 @@ STEPS = 4
 def clipped_training(dp: int, mp: int, flags, norm_type: float, max_norm: float) -> list[float]:
     """Several SGD steps clipped by the global norm: norms and parameters match the single process."""
     hcg = init(make_strategy(mp, dp=dp, flags=flags))
-    torch.manual_seed(0)
-    ref = Reference()
-    torch.manual_seed(0)
-    model = Parallel()
+    ref, model = twins()
     if hcg.resolved.mp.fused_linear_param_grad_add:
         parallel.add_main_grad(model)  # the fused flag accumulates into main_grad: clipping must read it there
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.5)

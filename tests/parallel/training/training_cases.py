@@ -10,7 +10,7 @@ import torch.distributed as dist
 import parallel
 import strategy
 from rank_helpers import close, init
-from small_model import BATCH, SEQ, SHARD_DIMS, V, Parallel, Reference
+from small_model import BATCH, SEQ, SHARD_DIMS, V, Parallel, twins
 
 
 def _strategy(mp: int, dp: int, extra: str, flags: str = "") -> strategy.DistributedStrategy:
@@ -68,10 +68,7 @@ def merge_equals_big_batch(mp: int, dp: int, fused: bool, k: int) -> dict:
     """k micro-steps of B samples with gradient merge = one step on the k*B batch; dp all-reduces once."""
     flags = "mp_async_allreduce: true mp_fused_linear_param_grad_add: true" if fused else ""
     hcg = init(_strategy(mp, dp, f"gradient_merge: true gradient_merge_configs {{ k_steps: {k} avg: true }}", flags))
-    torch.manual_seed(0)
-    ref = Reference()
-    torch.manual_seed(0)
-    model = Parallel()
+    ref, model = twins()
     if fused:
         parallel.add_main_grad(model)
     opt_ref = torch.optim.SGD(ref.parameters(), lr=0.5)
