@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from torch import nn
 
-__all__ = ["block_names", "largest_module_list"]
+__all__ = ["STAND_IN", "block_names", "largest_module_list"]
+
+# Set on a module that stands in for a block another pipeline stage holds: not a block here.
+STAND_IN = "_parallel_stand_in"
 
 
 def block_names(model: nn.Module) -> list[str]:
@@ -27,7 +30,8 @@ def block_names(model: nn.Module) -> list[str]:
         return []
     prefix, modules = found
     # A pipeline stage keeps other stages' slots as None: only the blocks it holds are blocks here.
-    return [f"{prefix}.{k}" if prefix else str(k) for k, m in enumerate(modules._modules.values()) if m is not None]
+    return [f"{prefix}.{k}" if prefix else str(k) for k, m in enumerate(modules._modules.values())
+            if m is not None and not getattr(m, STAND_IN, False)]
 
 
 def largest_module_list(model: nn.Module) -> tuple[str, nn.ModuleList] | None:

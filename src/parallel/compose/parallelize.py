@@ -16,7 +16,7 @@ from torch import nn
 
 from strategy import StrategyError
 
-from ..pipeline.runner import LossFn, PipelineModel, check_cut, split_model
+from ..pipeline.runner import LossFn, PipelineModel, StagePlan, check_cut, split_model
 from ..sep.hf import check_heads, is_hugging_face
 from ..sep.hf import install as install_sep_attention
 from ..sep.required import require_sep_attention
@@ -92,7 +92,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     check_transformers(model)  # a release whose internals differ fails here, before anything changes
     hcg = hcg or current()
     matches = match_plan(model, *plan_for(model, plan, hcg), hcg.mp_size)
-    hf_sequence, experts = _check_before_any_change(model, matches, hcg)
+    hf_sequence, experts, stages = _check_before_any_change(model, matches, hcg)
     applied = apply_tp(model, matches, hcg, hf_sequence=hf_sequence, sequence_dim=sequence_dim)
     if hf_sequence is not None:
         install_sequence_parallel(model, hf_sequence, hcg, sequence_dim)
@@ -102,7 +102,7 @@ def parallelize(model: nn.Module, plan: str | Mapping[str, str] = "auto", *, hcg
     apply_recompute(model, hcg=hcg)  # recompute_configs.checkpoints, when the strategy turns recompute on
     if hcg.resolved.mp.need_broadcast_data and hcg.mp_size > 1 and hcg.pp_size == 1:  # pipelines broadcast per stage
         model.register_forward_pre_hook(_broadcast_inputs(hcg), with_kwargs=True)
-    return apply_pipeline_and_sharding(model, hcg, loss_fn)
+    return apply_pipeline_and_sharding(model, hcg, loss_fn, stages)
 
 
 def apply_attention(model: nn.Module, matches: list[Match], hcg: HybridGroup) -> None:
@@ -115,7 +115,8 @@ def apply_attention(model: nn.Module, matches: list[Match], hcg: HybridGroup) ->
         install_cp_attention(model, hcg)
 
 
-def apply_pipeline_and_sharding(model: nn.Module, hcg: HybridGroup, loss_fn: LossFn | None) -> Any:
+def apply_pipeline_and_sharding(model: nn.Module, hcg: HybridGroup, loss_fn: LossFn | None,
+                                stages: StagePlan | None = None) -> Any:
     """Last: without a pipeline, FSDP2 units over the blocks as the other techniques left them; with one, this rank's
     stages cut out and each stage's chunk sharded (its blocks, plus the chunk as the root)."""
     if hcg.pp_size == 1:
@@ -125,27 +126,26 @@ def apply_pipeline_and_sharding(model: nn.Module, hcg: HybridGroup, loss_fn: Los
         if hcg.cp_size > 1:
             require_cp_attention(model)
         return model
-    _, chunks, stages = split_model(model, hcg)  # (check_cut refused sep_degree and cp_degree > 1 before)
+    _, chunks, mine = split_model(model, hcg, stages)  # (check_cut refused sep_degree and cp_degree > 1 before)
     for chunk in chunks:
         apply_sharding(chunk, hcg=hcg)
-    return PipelineModel(model, chunks, stages, hcg, loss_fn)
+    return PipelineModel(model, chunks, mine, hcg, loss_fn)
 
 
-def _check_before_any_change(model: nn.Module, matches: list[Match], hcg: HybridGroup) -> tuple[Any, list[Any]]:
+def _check_before_any_change(model: nn.Module, matches: list[Match], hcg: HybridGroup) -> tuple[Any, list[Any], Any]:
     """Every technique's refusals, before the model changes (replacing keeps module names, so later checks hold):
-    the Hugging Face sequence-parallel plan (None without it) and the experts to split over ep."""
+    the Hugging Face sequence-parallel plan (None without it), the experts to split over ep and the pipeline's cut."""
     # Hugging Face decoders enter the sequence-parallel region at their first layer (see sequence_hf).
     hf_sequence = None
     if hcg.resolved.mp.sequence_parallel and hcg.mp_size > 1 and getattr(model, "config", None) is not None:
         hf_sequence = plan_sequence_parallel(model, matches)
     recompute_targets(model, hcg)
     sharding_units(model, hcg)
-    if hcg.pp_size > 1:
-        check_cut(model, hcg)
+    stages = check_cut(model, hcg) if hcg.pp_size > 1 else None
     if hcg.sep_size > 1:
         check_heads(model, hcg)
     experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
-    return hf_sequence, experts
+    return hf_sequence, experts, stages
 
 
 def apply_tp(model: nn.Module, matches: list[Match], hcg: HybridGroup, *, hf_sequence: Any = None,

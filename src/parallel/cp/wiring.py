@@ -9,6 +9,7 @@ from ..sep.hf import install
 from ..sep.required import Requirement, require_attention
 from ..topology.groups import HybridGroup
 from .attention import CALLS, cp_attention
+from .own_attention import cp_own_attention
 
 __all__ = ["ATTENTION", "FIELD", "install_cp_attention", "require_cp_attention"]
 
@@ -19,7 +20,7 @@ _CP = Requirement(FIELD, "cp_attention", CALLS, "two chunks of every row", "this
 
 def install_cp_attention(model: nn.Module, hcg: HybridGroup) -> None:
     """Register `cp_attention` with transformers and make the (Hugging Face) model use it."""
-    install(model, hcg, name=ATTENTION, kernel=cp_attention)
+    install(model, hcg, name=ATTENTION, kernel=cp_attention, own=cp_own_attention)
 
 
 def require_cp_attention(model: nn.Module) -> None:

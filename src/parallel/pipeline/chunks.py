@@ -1,72 +1,101 @@
 """What one pipeline chunk runs: the model's own modules between two cuts, fed by the previous chunk's output.
 
-Hugging Face decoders (LlamaForCausalLM's layout: model.embed_tokens, model.layers, model.norm, model.rotary_emb,
-lm_head) run their own modules in their own order, with the causal mask and rotary embeddings each chunk makes
-from its input's shape. Any other model follows torchtitan's convention: its forward(x) runs the modules it still
-holds (the embedding when present, else x is the hidden state; the blocks that are not None; the head when present).
+A Hugging Face causal LM runs its own forward on every stage, so whatever it does around its layers stays its own:
+the embedding's scale, per-layer-type masks and rotary embeddings, the final norm, logit scales and softcapping.
+Other stages' layers are hollow (they pass the hidden states on); the stage's input enters at its first layer, and a
+stage that is not the last stops after its last layer. Any other model follows torchtitan's convention: its forward(x)
+runs the modules it still holds (the embedding when present, else x is the hidden state; the blocks that are not
+None; the head when present).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 from typing import Any
 
 import torch
 from torch import nn
 
-from strategy import StrategyError
+from ..blocks import STAND_IN
+from .layer_chain import LayerChain
 
-__all__ = ["HuggingFaceChunk", "ModelChunk", "causal_mask", "chunk_for", "is_hugging_face_decoder"]
-
-
-def is_hugging_face_decoder(model: nn.Module) -> bool:
-    inner = getattr(model, "model", None)
-    return (getattr(model, "config", None) is not None and hasattr(model, "lm_head") and inner is not None
-            and all(hasattr(inner, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")))
+__all__ = ["HuggingFaceChunk", "ModelChunk", "chunk_for", "is_hugging_face_causal_lm"]
 
 
-def causal_mask(config: Any, h: torch.Tensor, positions: torch.Tensor) -> Any:
-    """transformers' causal mask for hidden states `h` with no cache and no padding, as the model itself makes it.
-
-    The cache argument was `past_key_values` through 5.23 and is `cache` from 5.24 (5.24's signature shows only the
-    new name): the name is read from the signature of the version installed.
-    """
-    from transformers.masking_utils import create_causal_mask
-
-    return create_causal_mask(config=config, inputs_embeds=h, attention_mask=None, position_ids=positions,
-                              **{_cache_argument(create_causal_mask): None})
+def is_hugging_face_causal_lm(model: nn.Module) -> bool:
+    """A transformers causal LM: its forward takes input ids or embeddings and returns an output with `.logits`."""
+    return getattr(model, "config", None) is not None and type(model).__name__.endswith("ForCausalLM")
 
 
-@functools.cache
-def _cache_argument(create_causal_mask: Any) -> str:
-    return "cache" if "cache" in inspect.signature(create_causal_mask).parameters else "past_key_values"
+class _StageDone(Exception):
+    """Raised by the stand-in after a stage's last layer: the hidden states the next stage receives."""
+
+    def __init__(self, hidden: Any) -> None:
+        super().__init__("pipeline stage output")
+        self.hidden = hidden
+
+
+class _StandIn(nn.Module):
+    """Another stage's layer, as the model's forward sees it: no parameters, the layer's plain attributes (layer types,
+    indices some forwards read), and one job: pass the hidden states on, hand in the stage's input, or end the stage."""
+
+    def __init__(self, attributes: dict[str, Any], chunk: HuggingFaceChunk, role: str, returns_tuple: bool) -> None:
+        super().__init__()
+        for name, value in attributes.items():
+            setattr(self, name, value)
+        object.__setattr__(self, "_chunk", chunk)
+        self.role, self.returns_tuple = role, returns_tuple
+        setattr(self, STAND_IN, True)  # not a block of this stage (blocks.block_names)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        hidden = args[0] if args else kwargs["hidden_states"]
+        if self.role == "input":
+            chunk: Any = self._chunk
+            hidden = chunk.stage_input
+        elif self.role == "stop":
+            raise _StageDone(hidden)
+        return (hidden,) if self.returns_tuple else hidden
 
 
 class HuggingFaceChunk(nn.Module):
-    """Runs a pruned Hugging Face decoder's remaining modules: input ids (first chunk) or hidden states in, hidden
-    states or logits (last chunk) out. Registered under the decoder's own names, so parameters keep theirs."""
+    """A stage of a Hugging Face causal LM: input ids (first stage) or hidden states in, hidden states or logits (last
+    stage) out, by the model's own forward (see the module docstring). Registered under the model's own names."""
 
-    def __init__(self, pruned: nn.Module) -> None:
+    def __init__(self, pruned: nn.Module, chain: LayerChain, keep: range, first: bool, last: bool,
+                 sequence_split: int = 1) -> None:
         super().__init__()
-        self.model = pruned.model
-        self.lm_head = pruned.lm_head
-        self.config = pruned.config
+        blocks: Any = pruned.get_submodule(chain.blocks)
+        for i in range(len(blocks)):
+            if i in keep:
+                continue
+            role = "input" if i == keep.start - 1 and not first else "stop" if i == keep.stop and not last else "pass"
+            blocks._modules[str(i)] = _StandIn(chain.attributes[i], self, role, chain.returns_tuple)
+        for name, child in pruned.named_children():
+            self.add_module(name, child)
+        object.__setattr__(self, "_pruned", pruned)
+        self.first, self.last, self.sequence_split = first, last, sequence_split
+        self.hidden_size = chain.hidden_size
+        self.stage_input: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        inner: Any = self.model
-        h = inner.embed_tokens(x) if inner.embed_tokens is not None else x
-        positions = torch.arange(h.shape[1], device=h.device).unsqueeze(0)
-        # The mask and the rotary embeddings depend only on the shape: every chunk makes its own, nothing travels.
-        mask = causal_mask(self.config, h, positions)
-        rotary = inner.rotary_emb(h, position_ids=positions)
-        for layer in inner.layers:
-            if layer is not None:
-                h = layer(h, attention_mask=mask, position_embeddings=rotary, position_ids=positions)
-        if inner.norm is not None:
-            h = inner.norm(h)
-        head: Any = self.lm_head
-        return head(h) if head is not None else h
+        pruned: Any = self._pruned
+        if self.first:
+            kwargs: dict[str, Any] = {"input_ids": x}
+        else:
+            # The layers before this stage's are stand-ins: what they are fed is never used; only its shape (the
+            # masks and positions the model makes from it) matters. Under sequence parallelism x is this mp rank's
+            # part of the sequence.
+            self.stage_input = x
+            shape = (x.shape[0], x.shape[1] * self.sequence_split, self.hidden_size)
+            kwargs = {"inputs_embeds": torch.zeros(shape, dtype=x.dtype, device=x.device)}
+        try:
+            # Its forward, not its hooks: the whole model's hooks (need_broadcast_data's input broadcast) belong to a
+            # whole-model call; the pipeline broadcasts each stage's inputs itself.
+            out = pruned.forward(**kwargs, use_cache=False)
+        except _StageDone as done:
+            return done.hidden
+        finally:
+            self.stage_input = None
+        return out.logits
 
 
 class ModelChunk(nn.Module):
@@ -80,18 +109,13 @@ class ModelChunk(nn.Module):
         object.__setattr__(self, "_pruned", pruned)
 
     def forward(self, x: Any) -> Any:
-        # Its forward, not its hooks: the whole model's hooks (need_broadcast_data's input broadcast) belong to a
-        # whole-model call; the pipeline broadcasts each stage's inputs itself.
         pruned: Any = self._pruned
         return pruned.forward(x)
 
 
-def chunk_for(pruned: nn.Module) -> nn.Module:
-    if is_hugging_face_decoder(pruned):
-        return HuggingFaceChunk(pruned)
-    if getattr(pruned, "config", None) is not None and hasattr(pruned, "_no_split_modules"):
-        raise StrategyError(
-            f"pipelining a {type(pruned).__name__} is not supported: Hugging Face decoders with LlamaForCausalLM's "
-            "layout are (model.embed_tokens, model.layers, model.norm, model.rotary_emb, lm_head)",
-            field="hybrid_configs.pp_degree")
-    return ModelChunk(pruned)
+def chunk_for(pruned: nn.Module, chain: LayerChain | None, keep: range, first: bool, last: bool,
+              sequence_split: int = 1) -> nn.Module:
+    """The module a PipelineStage runs for one chunk: the model's own forward (Hugging Face), or ModelChunk."""
+    if chain is None:
+        return ModelChunk(pruned)
+    return HuggingFaceChunk(pruned, chain, keep, first, last, sequence_split)

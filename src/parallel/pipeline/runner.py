@@ -9,11 +9,10 @@ micro-batches, then one optimizer step, as Paddle's PipelineParallel.train_batch
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, schedules
 
@@ -22,20 +21,16 @@ from strategy import StrategyError
 from ..tensor.data import broadcast_data
 from ..topology.groups import SEQUENCE_AXES, HybridGroup
 from ..topology.guard import guard
-from .chunks import chunk_for, is_hugging_face_decoder
+from .chunks import chunk_for, is_hugging_face_causal_lm
+from .layer_chain import LayerChain, layer_chain
+from .losses import check_whole_loss, next_token_loss
 from .evaluation import ForwardOnlyV, needs_forward_only_v
 from .split import Cut, chunk_blocks, cut, prune, skeleton
 from .tied import tie_across_stages
 
-__all__ = ["LossFn", "PipelineModel", "check_cut", "next_token_loss", "pipeline_stages", "split_model"]
+__all__ = ["LossFn", "PipelineModel", "StagePlan", "check_cut", "next_token_loss", "pipeline_stages", "split_model"]
 
 LossFn = Callable[[Any, torch.Tensor], torch.Tensor]
-
-
-def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """A Hugging Face causal LM's own loss: cross entropy of each position's logits against the next token
-    (-100 ignored), the mean over the micro-batch's targets."""
-    return F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
 
 
 def pipeline_stages(hcg: HybridGroup) -> tuple[int, ...]:
@@ -43,8 +38,18 @@ def pipeline_stages(hcg: HybridGroup) -> tuple[int, ...]:
     return hcg.resolved.pipeline.stages_of(hcg.pp_rank)
 
 
-def check_cut(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[range]]:
-    """Where `model` is cut and each stage's blocks; StrategyError (nothing changed) when it cannot be."""
+class StagePlan(NamedTuple):
+    """Where a model is cut: its blocks and the modules around them, each stage's blocks, and for a Hugging Face causal
+    LM how its layers chain (its stages run its own forward)."""
+
+    cut: Cut
+    ranges: list[range]
+    chain: LayerChain | None
+
+
+def check_cut(model: nn.Module, hcg: HybridGroup) -> StagePlan:
+    """Where `model` is cut and each stage's blocks; StrategyError (nothing changed) when it cannot be. Run it before
+    anything changes: a Hugging Face model's forward runs once here (`layer_chain`)."""
     for axis in SEQUENCE_AXES:
         degree = getattr(hcg, f"{axis}_size")
         if degree > 1:
@@ -63,19 +68,27 @@ def check_cut(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[range]]:
             f"hybrid_configs.sharding_degree {hcg.sharding_size} with a V placement ({settings.schedule}) and a tied "
             f"weight ({first} is {last}): the first and last stage's chunks on pp rank 0 would each shard it; use "
             "another schedule_mode (1F1B, interleaved), or sharding_degree 1", field="hybrid_configs.sharding_degree")
-    return c, chunk_blocks(c.size, settings.num_stages, f"{type(model).__name__}.{c.blocks}")
+    ranges = chunk_blocks(c.size, settings.num_stages, f"{type(model).__name__}.{c.blocks}")
+    if not is_hugging_face_causal_lm(model):
+        return StagePlan(c, ranges, None)
+    check_whole_loss(model)
+    return StagePlan(c, ranges, layer_chain(model, c.blocks))
 
 
-def split_model(model: nn.Module, hcg: HybridGroup) -> tuple[Cut, list[nn.Module], tuple[int, ...]]:
-    """Prune `model` to this rank's part, and make one chunk per local stage."""
-    c, ranges = check_cut(model, hcg)
+def split_model(model: nn.Module, hcg: HybridGroup, plan: StagePlan | None = None) -> tuple[Cut, list[nn.Module], tuple[int, ...]]:
+    """Prune `model` to this rank's part, and make one chunk per local stage (`plan`: what check_cut found before
+    anything changed; found now when not given)."""
+    c, ranges, chain = plan or check_cut(model, hcg)
     num_stages = len(ranges)
     mine = pipeline_stages(hcg)
     first, last = 0 in mine, num_stages - 1 in mine
     prune(model, c, {i for s in mine for i in ranges[s]}, first, last)
     if first != last:  # one end: its copy of each tied weight (both ends on one rank keep one Parameter)
         tie_across_stages(model, c.tied, hcg, first=first)
-    chunks = [chunk_for(skeleton(model, c, ranges[s], s == 0, s == num_stages - 1)) for s in mine]
+    # Under sequence parallelism a stage's input is this mp rank's part of the sequence.
+    split = hcg.mp_size if hcg.mp_size > 1 and hcg.resolved.mp.sequence_parallel else 1
+    chunks = [chunk_for(skeleton(model, c, ranges[s], s == 0, s == num_stages - 1), chain, ranges[s], s == 0,
+                        s == num_stages - 1, split) for s in mine]
     return c, chunks, mine
 
 
@@ -92,7 +105,7 @@ class PipelineModel:
     def __init__(self, model: nn.Module, chunks: list[nn.Module], stages: tuple[int, ...], hcg: HybridGroup,
                  loss_fn: LossFn | None) -> None:
         if loss_fn is None:
-            if not is_hugging_face_decoder(model):
+            if not is_hugging_face_causal_lm(model):
                 raise StrategyError(f"pipelining {type(model).__name__}: pass loss_fn(output, labels) to parallelize "
                                     "(the default is a Hugging Face causal LM's next-token loss)",
                                     field="hybrid_configs.pp_degree")

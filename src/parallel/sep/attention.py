@@ -17,7 +17,7 @@ from torch.distributed._functional_collectives import all_to_all_single_autograd
 
 from ..topology.groups import HybridGroup, current
 
-__all__ = ["CALLS", "heads_to_sequence", "record_call", "sep_attention", "sequence_to_heads"]
+__all__ = ["CALLS", "heads_to_sequence", "record_call", "repeat_kv_for", "sep_attention", "sequence_to_heads"]
 
 # A forward that must attend through sep_attention sets a list here; each call appends to it (sep.required's check).
 CALLS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("sep_attention_calls", default=None)
@@ -55,6 +55,19 @@ def heads_to_sequence(y: torch.Tensor, group: dist.ProcessGroup, parts: int) -> 
     return recv.transpose(0, 1).reshape(b, parts * h, s // parts, d)
 
 
+def repeat_kv_for(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """k and v with heads that split into `parts` whole groups beside q's: each key/value head repeated when they are
+    too few (or unevenly many). ValueError when the query heads do not split."""
+    heads, kv_heads = q.shape[1], k.shape[1]
+    if heads % parts:
+        raise ValueError(f"{heads} query heads are not divisible by sep_degree {parts}: each sep rank attends over "
+                         "heads / sep_degree of them")
+    if kv_heads % parts:
+        repeat = (parts // kv_heads) if parts % kv_heads == 0 else heads // kv_heads
+        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+    return k, v
+
+
 def sep_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causal: bool = True,
                   scale: float | None = None, hcg: HybridGroup | None = None) -> torch.Tensor:
     """`F.scaled_dot_product_attention` over the whole sequence, for this rank's chunk of it.
@@ -78,13 +91,7 @@ def sep_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, is_causa
     if parts == 1:
         return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale,
                                               enable_gqa=kv_heads != heads)
-    if heads % parts:
-        raise ValueError(f"{heads} query heads are not divisible by sep_degree {parts}: each sep rank attends over "
-                         "heads / sep_degree of them")
-    if kv_heads % parts:
-        # Too few (or unevenly many) key/value heads to split: repeat each so the groups split whole.
-        repeat = (parts // kv_heads) if parts % kv_heads == 0 else heads // kv_heads
-        k, v = k.repeat_interleave(repeat, dim=1), v.repeat_interleave(repeat, dim=1)
+    k, v = repeat_kv_for(q, k, v, parts)
     group = hcg.sep_group
     q, k, v = (sequence_to_heads(t, group, parts) for t in (q, k, v))
     out = F.scaled_dot_product_attention(q, k, v, is_causal=is_causal, scale=scale, enable_gqa=k.shape[1] != q.shape[1])

@@ -17,6 +17,8 @@ from strategy import StrategyError
 
 from ..topology.groups import HybridGroup
 from .attention import sep_attention
+from .layer_attention import layer_attention, own_function
+from .own_attention import sep_own_attention
 from .required import FIELD
 
 __all__ = ["ATTENTION", "check_heads", "install", "is_hugging_face"]
@@ -45,19 +47,30 @@ def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
 
 
 def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
-            kernel: Callable[..., torch.Tensor] = sep_attention) -> None:
-    """Register `kernel` (the Ulysses one, or cp's) with transformers under `name` and make the model use it."""
+            kernel: Callable[..., torch.Tensor] = sep_attention,
+            own: Callable[..., torch.Tensor] = sep_own_attention) -> None:
+    """Register the sequence axis' attention with transformers under `name` and make the model use it: `kernel` (the
+    Ulysses one, or cp's) where a layer is plain causal SDPA, else `own` running the model's own attention function
+    with the layer's mask (sliding windows, chunks; softcapping, sinks)."""
     from transformers import AttentionInterface
+
+    config: Any = model.config
+    implementation: str = config._attn_implementation  # the function the model would call: its own from now on
 
     def attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                   is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-        # A causal decoder's mask is the causal triangle over global positions, which the kernel applies itself.
-        out = kernel(query, key, value, is_causal=True if is_causal is None else is_causal, scale=scaling, hcg=hcg)
-        return out.transpose(1, 2).contiguous(), None
+        # The model's mask is over this rank's positions only: each kernel applies the layer's over global ones.
+        layer = layer_attention(module, kwargs, is_causal)
+        if layer.plain and implementation == "sdpa":
+            out = kernel(query, key, value, is_causal=True, scale=scaling, hcg=hcg)
+            return out.transpose(1, 2).contiguous(), None
+        function = own_function(module, implementation)
+        out = own(module, query, key, value, layer, function, hcg=hcg, dropout=dropout, scaling=scaling, **kwargs)
+        return out.contiguous(), None
 
     AttentionInterface.register(name, attention)
-    config: Any = model.config
+    config = model.config
     config._attn_implementation = name
     for sub in model.modules():  # sub-configs a model may carry (text_config, ...) follow
         config = getattr(sub, "config", None)

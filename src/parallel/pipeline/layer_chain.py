@@ -1,0 +1,100 @@
+"""Whether a Hugging Face causal LM's layers form a chain a pipeline can cut, found by watching its own forward once.
+
+A stage passes one tensor on: the hidden states. That is enough only when each layer's input is the previous layer's
+output and nothing else travels between them (no second stream, no state kept across layers, no layer called twice).
+The forward on a few tokens, before anything changes, shows it; it also shows what a layer returns (a tensor or a
+tuple), which the stand-ins for other stages' layers must return too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+from torch import nn
+
+from strategy import StrategyError
+
+__all__ = ["LayerChain", "layer_chain"]
+
+FIELD = "hybrid_configs.pp_degree"
+PROBE_TOKENS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerChain:
+    """What the stand-ins of a cut Hugging Face model need to know of its layers."""
+
+    blocks: str  # the ModuleList's qualified name
+    hidden_size: int  # the last dimension of the hidden states between layers
+    returns_tuple: bool  # a layer returns (hidden_states, ...) rather than the tensor
+    attributes: tuple[dict[str, Any], ...]  # each layer's plain attributes (layer types, indices its model reads)
+
+
+def layer_chain(model: nn.Module, blocks: str) -> LayerChain:
+    """Run `model` once on a few tokens (no gradients, eval mode, its random streams left as they were) and check its
+    layers form a chain of hidden states. Raises StrategyError naming the architecture and what breaks the chain."""
+    container: Any = model.get_submodule(blocks)
+    layers: list[nn.Module] = list(container)
+    calls: list[list[Any]] = []
+    handles = []
+    for i, layer in enumerate(layers):
+        def before(module: nn.Module, args: tuple, kwargs: dict, i: int = i) -> None:
+            calls.append([i, args[0] if args else kwargs.get("hidden_states")])
+
+        def after(module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+            calls[-1].append(out)
+
+        handles += [layer.register_forward_pre_hook(before, with_kwargs=True),
+                    layer.register_forward_hook(after, with_kwargs=True)]
+    _run_once(model, handles)
+    problem = _break_in(calls, len(layers))
+    if problem:
+        raise StrategyError(
+            f"{FIELD} > 1 cuts {type(model).__name__}'s layers ({blocks}) into stages that hand each other only the "
+            f"hidden states, but {problem}; set pp_degree: 1 for this architecture", field=FIELD)
+    outputs = [c[2] for c in calls]
+    first = outputs[0][0] if isinstance(outputs[0], tuple) else outputs[0]
+    return LayerChain(blocks, int(first.shape[-1]), isinstance(outputs[0], tuple), tuple(_plain(m) for m in layers))
+
+
+def _run_once(model: nn.Module, handles: list) -> None:
+    param = next(model.parameters())
+    ids = torch.zeros(1, PROBE_TOKENS, dtype=torch.long, device=param.device)
+    training = model.training
+    devices = [param.device] if param.device.type == "cuda" else []
+    try:
+        with torch.random.fork_rng(devices=devices), torch.no_grad():
+            model.eval()
+            model(input_ids=ids, use_cache=False)
+    except Exception as e:  # a forward that cannot run here cannot run in stages either
+        raise StrategyError(f"{FIELD} > 1: {type(model).__name__}'s forward on {PROBE_TOKENS} tokens, run to see how its "
+                            f"layers chain before anything changes, failed ({type(e).__name__}: {e}); set pp_degree: 1 "
+                            "for this architecture", field=FIELD) from e
+    finally:
+        model.train(training)
+        for handle in handles:
+            handle.remove()
+
+
+def _break_in(calls: list[list[Any]], count: int) -> str:
+    """What breaks the chain, in words; "" when nothing does."""
+    order = [c[0] for c in calls]
+    if order != list(range(count)):
+        return f"its forward calls them in the order {order[:12]}, not each once in turn"
+    previous = None
+    for i, hidden, out in calls:
+        tensor = out[0] if isinstance(out, tuple) and out else out
+        if not isinstance(tensor, torch.Tensor):
+            return f"layer {i} returns {type(out).__name__}, not the hidden states"
+        if previous is not None and hidden is not previous:
+            return f"layer {i}'s input is not layer {i - 1}'s output (the model changes it between layers)"
+        previous = tensor
+    return ""
+
+
+def _plain(layer: nn.Module) -> dict[str, Any]:
+    """The layer's attributes that are neither modules, parameters, buffers nor torch's own bookkeeping."""
+    return {k: v for k, v in vars(layer).items() if not k.startswith("_") and k != "training"
+            and not isinstance(v, (nn.Module, torch.Tensor))}

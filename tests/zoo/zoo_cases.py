@@ -1,0 +1,94 @@
+"""Rank-side case of the zoo: one tiny causal LM of the installed transformers at one layout, three AdamW steps beside
+one process; the outcome is "trains" (losses and parameters as one process's), a refusal (parallelize's StrategyError,
+before anything changed), "diverges" or "crash" (either is a bug)."""
+
+from __future__ import annotations
+
+import copy
+import traceback
+
+import torch
+
+import parallel
+import strategy
+from hf_models import MOE_EPS
+from rank_helpers import ADAMW_EPS, data_mean, init, match_one_process, train_beside_one_process
+from tiny_models import tiny_model
+
+VOCAB, SEQ, BATCH, LR, STEPS = 128, 32, 8, 1e-3, 3
+
+# The layouts every architecture is tried at, on 2 ranks: each axis alone.
+LAYOUTS = {
+    "mp2": "hybrid_configs { mp_degree: 2 }",
+    "pp2": ("hybrid_configs { pp_degree: 2 } pipeline_configs { micro_batch_size: 4 accumulate_steps: 2 "
+            'schedule_mode: "1F1B" }'),
+    "sep2": "hybrid_configs { sep_degree: 2 }",
+    "cp2": "hybrid_configs { cp_degree: 2 }",
+    "sharding2_stage1": "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 1 } }",
+    "sharding2_stage2": "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 2 } }",
+    "sharding2_stage3": "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } }",
+    "ep2": "hybrid_configs { dp_degree: -1 ep_degree: 2 }",
+}
+
+
+def rows(step: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows and labels whose prompt (-100) ends at a different place in each row."""
+    g = torch.Generator().manual_seed(1200 + step)
+    ids = torch.randint(0, VOCAB, (count, SEQ), generator=g)
+    labels = ids.clone()
+    for r in range(count):
+        labels[r, : 2 + r + step] = -100
+    return ids, labels
+
+
+def has_experts(model: torch.nn.Module) -> bool:
+    return any(p.dim() == 3 for p in model.parameters())
+
+
+def outcome(model_type: str, layout: str) -> dict:
+    """The outcome of `model_type` at `layout` on this rank: {"outcome": "trains" | "refused" | "diverges" | "crash",
+    "detail": the refusal's message, the divergence, or the crash's last lines}."""
+    hcg = init(strategy.loads(LAYOUTS[layout]))
+    reference = tiny_model(model_type)
+    if layout == "ep2" and not has_experts(reference):
+        return {"outcome": "n/a", "detail": "no experts"}
+    eps = MOE_EPS if has_experts(reference) else ADAMW_EPS
+    try:
+        model = parallel.parallelize(copy.deepcopy(reference))
+    except strategy.StrategyError as e:
+        return {"outcome": "refused", "detail": str(e)}
+    try:
+        if hcg.pp_size > 1:
+            result = _pipeline(hcg, model, reference, eps)
+        else:
+            result = train_beside_one_process(hcg, model, reference, rows, rows_per_rank=BATCH // hcg.data_size, lr=LR,
+                                              steps=STEPS, clip=None, eps=eps, split=layout in ("sep2", "cp2"))
+    except AssertionError as e:
+        return {"outcome": "diverges", "detail": str(e).splitlines()[0][:300]}
+    except Exception:  # noqa: BLE001 - a crash is an outcome the zoo reports
+        return {"outcome": "crash", "detail": traceback.format_exc()[-600:]}
+    close = torch.allclose(torch.tensor(result["losses"]), torch.tensor(result["ref_losses"]), rtol=1e-5, atol=0)
+    if not close:
+        return {"outcome": "diverges", "detail": f"losses {result['losses']} vs one process {result['ref_losses']}"}
+    return {"outcome": "trains", "detail": ""}
+
+
+def _pipeline(hcg: parallel.HybridGroup, model, reference, eps: float) -> dict:
+    """train_batch beside one process running the model's own loss on each micro-batch, the mean over them."""
+    p = hcg.resolved.pipeline
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=LR, eps=eps))
+    ref_opt = torch.optim.AdamW(reference.parameters(), lr=LR, eps=eps)
+    out: dict[str, list[float]] = {"losses": [], "ref_losses": []}
+    for step in range(STEPS):
+        ids, labels = rows(step, BATCH)
+        out["losses"].append(data_mean(model.train_batch((ids, labels), opt), hcg))
+        total = 0.0
+        for i, l in zip(ids.chunk(p.accumulate_steps), labels.chunk(p.accumulate_steps)):
+            loss = reference(input_ids=i, labels=l).loss / p.accumulate_steps
+            loss.backward()
+            total += loss.item()
+        out["ref_losses"].append(total)
+        ref_opt.step()
+        ref_opt.zero_grad()
+    match_one_process(model, reference)
+    return out
