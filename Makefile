@@ -10,7 +10,7 @@ PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
 	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTOS) && \
 	sed -i -E 's/^import ([a-z_]+_pb2) as /from . import \1 as /' $(1)/*_pb2.py $(1)/*_pb2.pyi
 
-.PHONY: install proto proto-check docs lint test test-transformers demo bench bench-gpu fuzz clean
+.PHONY: install proto proto-check docs lint test test-transformers test-zoo demo bench bench-gpu fuzz clean
 
 install: $(STAMP)
 
@@ -77,6 +77,11 @@ $(OLDEST_DIR)/.installed: $(STAMP)
 test-transformers: $(OLDEST_DIR)/.installed
 	PYTHONPATH=$(OLDEST_DIR) $(PY) -m pytest -q $(HF_TESTS)
 	$(PY) -m pytest -q $(HF_TESTS)
+
+# Every causal LM of the installed transformers at every axis, beside one process (make test runs a slice of it in
+# tests/zoo/test_zoo.py); writes the table of docs/model-zoo.md and fails on a run that diverges, crashes or hangs.
+test-zoo: $(STAMP)
+	$(PY) tests/zoo/run_zoo.py --write docs/model-zoo.md
 
 # The main job: 2 CPU ranks (gloo) train a small GPT with all three column-parallel flags on.
 demo: $(STAMP)

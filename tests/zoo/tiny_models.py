@@ -61,37 +61,44 @@ TOKEN_IDS = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "eod_token
 NOISE = ("dropout", "pdrop", "jitter")  # any numeric field naming one of these is set to 0
 
 # Per-family adjustments: extra kwargs (some are init-only, popped by the config) and "layer_types" to cover.
-_MAMBA_ATTN = ["linear_attention", "full_attention"] * 2
 OVERRIDES: dict[str, dict[str, Any]] = {
-    "bamba": {"attn_layer_indices": [1, 3]},
+    "bamba": {"attn_layer_indices": [1, 3]},  # the default is all mamba, which cannot even run a forward
+    # the default rope_parameters is empty (nothing builds); 3 sliding : 1 full is the config's own legacy pattern
     "cohere_compass_text": {"layer_types": ["sliding_attention"] * 3 + ["full_attention"], "rope_parameters": {
         kind: {"rope_type": "default", "rope_theta": 1e4, "mrope_section": [4, 2, 2]}
         for kind in ("sliding_attention", "full_attention")}},
-    "deepseek_v4": {"num_key_value_heads": 1, "q_lora_rank": 32, "o_lora_rank": 16, "o_groups": 2, "index_topk": 4,
-                    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 16},
-                    "partial_rotary_factor": 0.5},  # shared-KV MQA by design
-    "dots3_note_text": {"swa_num_attention_heads": 4, "swa_num_key_value_heads": 4, "swa_q_lora_rank": 32,
-                        "swa_kv_lora_rank": 48, "swa_head_dim": 16, "swa_qk_nope_head_dim": 8, "swa_v_head_dim": 16},
-    "dory": {"n_input_layers": 1, "n_output_layers": 1},
-    "gemma3n_text": {"layer_types": ["sliding_attention", "full_attention"] * 2, "num_kv_shared_layers": 2,
-                     "activation_sparsity_pattern": [0.95, 0.95, 0.0, 0.0]},
-    "gemma4_text": {"global_head_dim": 32},
+    "deepseek_v4": {"num_key_value_heads": 1, "q_lora_rank": 32, "o_lora_rank": 16, "o_groups": 2,  # MQA by design
+                    "index_topk": 4, "partial_rotary_factor": 0.5,  # top-4 of the 8 compressed entries
+                    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 16}},
+    "dots3_note_text": {  # init-only swa_* kwargs make the per-layer config of the sliding layers
+        "swa_num_attention_heads": 4, "swa_num_key_value_heads": 4, "swa_q_lora_rank": 32, "swa_kv_lora_rank": 48,
+        "swa_head_dim": 16, "swa_qk_nope_head_dim": 8, "swa_v_head_dim": 16},
+    "dory": {"n_input_layers": 1, "n_output_layers": 1},  # input + recurrent + output layers must add up to 4
+    "gemma3n_text": {  # the 2 KV-sharing layers need both kinds among the 2 layers that fill the cache
+        "layer_types": ["sliding_attention", "full_attention"] * 2, "num_kv_shared_layers": 2,
+        "activation_sparsity_pattern": [0.95, 0.95, 0.0, 0.0]},
+    "gemma4_text": {"global_head_dim": 32},  # init-only: head_dim of the full-attention layers (per-layer config)
     "gemma4_unified_text": {"global_head_dim": 32},
-    "granitemoehybrid": {"layer_types": _MAMBA_ATTN},
-    "hrm_text": {"num_hidden_layers": 2, "embedding_scale": 8.0},  # 2 per stack: H and L stacks make 4 layers
+    "granitemoehybrid": {"layer_types": ["mamba", "attention"] * 2},  # legacy names: 5.9 and 5.24 both take them
+    "hrm_text": {"num_hidden_layers": 2, "embedding_scale": 8.0},  # 2 per stack: the H and L stacks make 4 layers
     "inkling2_loop_text": {"loop_layer_index_start": 2, "loop_layer_index_end": 4, "loop_gate_rank": 8},
+    # jamba's kinds come from periods: mamba, attention+experts, mamba, attention+experts
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1},
+    # the lfm2 defaults are all attention; the family's point is its short convolutions
     "lfm2": {"layer_types": ["conv", "full_attention"] * 2, "block_multiple_of": 32},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"] * 2},
     "longcat_flash": {"num_layers": 2, "zero_expert_num": 2},  # two attention sublayers per layer
-    "minimax_m3_vl_text": {"layer_types": ["full_attention", "minimax_m3_sparse"] * 2,  # default is all full
+    # the default is all full attention, leaving the index_* (block-sparse) fields and the dense MLP unused
+    "minimax_m3_vl_text": {"layer_types": ["full_attention", "minimax_m3_sparse"] * 2,
                            "mlp_layer_types": ["dense"] + ["sparse"] * 3},
     "mimo_v2_flash": {"v_head_dim": 8},  # value heads narrower than query/key heads, as in the family
-    "phi4_multimodal": {"audio_config": {"num_blocks": 2, "chunk_size": -1, "nemo_conv_channels": 32,
-                                         "ext_pw_out_channel": 64, "depthwise_separable_out_channel": 64}},
-    "qwen4_exp_text": {"indexer_n_heads": 4, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8,
-                       "indexer_compress_ratio": 4, "hc_lowrank": 8, "ple_layer_ids": [2],
-                       "ngram_vocab_size_base": 256, "eos_token_id": 2},
+    "phi4_multimodal": {"audio_config": {  # its audio encoder is built too
+        "num_blocks": 2, "chunk_size": -1, "nemo_conv_channels": 32, "ext_pw_out_channel": 64,
+        "depthwise_separable_out_channel": 64}},
+    "qwen4_exp_text": {  # the default has indexed layers but no indexer sizes; PLE (n-gram embeddings) needs eos
+        "indexer_n_heads": 4, "indexer_kv_heads": 1, "indexer_head_dim": 16, "indexer_budget": 8,
+        "indexer_compress_ratio": 4, "hc_lowrank": 8, "ple_layer_ids": [2], "ngram_vocab_size_base": 256,
+        "eos_token_id": 2},
 }
 
 
@@ -103,15 +110,15 @@ def architectures() -> list[str]:
     )
 
 
-def _model_class(model_type: str) -> type:
+def _model_class(model_type: str) -> type[transformers.PreTrainedModel]:
     name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
     return getattr(transformers, name if isinstance(name, str) else name[0])
 
 
-def _config_class(model_type: str) -> type:
+def _config_class(model_type: str) -> type[Any]:
     """The class the causal LM is built from: the text sub-config for multimodal wrappers such as llama4."""
     cfg_cls, wanted = CONFIG_MAPPING[model_type], _model_class(model_type).config_class
-    if not issubclass(cfg_cls, wanted) and wanted in getattr(cfg_cls, "sub_configs", {}).values():
+    if wanted is not None and not issubclass(cfg_cls, wanted) and wanted in getattr(cfg_cls, "sub_configs", {}).values():
         return wanted
     return cfg_cls
 
@@ -126,7 +133,7 @@ def _cover(default: list[str], n: int) -> list[str]:
     return out
 
 
-def _quiet_default(cfg_cls: type) -> Any:
+def _quiet_default(cfg_cls: type[Any]) -> Any:
     """The family's default config, without its warnings about ids outside the (huge) default vocabulary."""
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
@@ -148,16 +155,22 @@ def _short_rope(params: dict[str, Any]) -> dict[str, Any]:
     return params
 
 
-def _tiny_kwargs(cfg_cls: type, extra: dict[str, Any]) -> dict[str, Any]:
+def _tiny_kwargs(cfg_cls: type[Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Only the fields the rules change are passed, so everything derived from them (mlp_layer_types, per-layer
+    lists, head counts of helper modules) is re-derived by the config itself for the tiny sizes."""
     default = _quiet_default(cfg_cls)
     fields = default.to_dict()
     aliases = getattr(cfg_cls, "attribute_map", {})
+    kinds = _layer_types_of(default) or []
+    mla = "kv_lora_rank" in fields
     kw: dict[str, Any] = {}
     for key, value in SIZES.items():
         target = key if key in fields else aliases.get(key)
-        if target in fields and target not in kw and (key not in MLA or "kv_lora_rank" not in fields):
+        if target is not None and target in fields and target not in kw and not (mla and key in MLA):
             kw[target] = value
-    if "kv_lora_rank" in fields:
+    if kinds and fields.get("sliding_window") is None:  # a window only where the family has one or no layer kinds
+        kw.pop("sliding_window", None)
+    if mla:
         kw.update({k: v for k, v in MLA.items() if k in fields and not (k == "q_lora_rank" and fields[k] is None)})
     for key, value in fields.items():
         if any(n in key for n in NOISE) and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -172,14 +185,18 @@ def _tiny_kwargs(cfg_cls: type, extra: dict[str, Any]) -> dict[str, Any]:
         if isinstance(fields.get(key), dict):
             kw[key] = _tiny_kwargs(sub_cls, extra.pop(key, {}))
     n = extra.get("num_hidden_layers", kw.get("num_hidden_layers", 4))
-    layer_types = extra.pop("layer_types", None) or _layer_types_of(default)
+    declared = [k for k, v in (rope or {}).items() if k.endswith("attention") and isinstance(v, dict)]
+    layer_types = extra.pop("layer_types", None) or (kinds + declared if kinds else None)  # kinds with own RoPE too
     if layer_types and not isinstance(getattr(cfg_cls, aliases.get("layer_types", "layer_types"), None), property):
+        if len(set(layer_types)) > n:  # more kinds than layers: grow to the next even count
+            n = kw["num_hidden_layers"] = len(set(layer_types)) + len(set(layer_types)) % 2
         kw["layer_types"] = _cover(layer_types, n)
     kw.update(extra)
     return kw
 
 
 def _layer_types_of(config: Any) -> list[str] | None:
+    """The config's per-layer kinds, or None where it has none."""
     try:
         types = getattr(config, "layer_types", None)
     except Exception:  # heterogeneous configs may refuse global reads
@@ -187,13 +204,13 @@ def _layer_types_of(config: Any) -> list[str] | None:
     return list(types) if types else None
 
 
-def tiny_config(model_type: str):
+def tiny_config(model_type: str) -> transformers.PreTrainedConfig:
     """The tiny config the causal LM of `model_type` is built from (see the module docstring for the rules)."""
     cfg_cls = _config_class(model_type)
     return cfg_cls(**_tiny_kwargs(cfg_cls, OVERRIDES.get(model_type, {})))
 
 
-def tiny_model(model_type: str, *, seed: int = 0) -> torch.nn.Module:
+def tiny_model(model_type: str, *, seed: int = 0) -> transformers.PreTrainedModel:
     """A float32 tiny model with random weights (seeded right before construction); nothing is downloaded."""
     config = tiny_config(model_type)
     torch.manual_seed(seed)
@@ -202,11 +219,11 @@ def tiny_model(model_type: str, *, seed: int = 0) -> torch.nn.Module:
 
 @functools.cache
 def build_issues() -> dict[str, str]:
-    """model_type -> exception text, for the architectures that cannot be built tiny at all."""
+    """model_type -> exception text, for the architectures whose tiny model cannot be built, so tests can skip them."""
     issues = {}
     for model_type in architectures():
         try:
-            tiny_config(model_type)
+            tiny_model(model_type)
         except Exception as exc:  # noqa: BLE001 - the text is the report
             issues[model_type] = f"{type(exc).__name__}: {exc}"
     return issues

@@ -19,6 +19,7 @@ from strategy import StrategyError
 from ..pipeline.runner import LossFn, PipelineModel, StagePlan, check_cut, split_model
 from ..sep.hf import check_heads, is_hugging_face
 from ..sep.hf import install as install_sep_attention
+from ..sep.mixers import check_token_mixers
 from ..sep.required import require_sep_attention
 from ..cp.wiring import install_cp_attention, require_cp_attention
 from ..experts.interface import check_experts, split_experts
@@ -26,6 +27,7 @@ from ..sharding.fsdp import apply_sharding, sharding_units
 from ..tensor.column import ColumnParallelLinear
 from ..tensor.data import broadcast_data
 from ..tensor.embedding import VocabParallelEmbedding
+from ..tensor.in_place import forward_of_its_own, keep_forward
 from ..tensor.partial import mark_partial_over_mp
 from ..tensor.row import RowParallelLinear
 from ..tensor.sequence import mark_sequence_parallel
@@ -144,6 +146,9 @@ def _check_before_any_change(model: nn.Module, matches: list[Match], hcg: Hybrid
     stages = check_cut(model, hcg) if hcg.pp_size > 1 else None
     if hcg.sep_size > 1:
         check_heads(model, hcg)
+    for axis in ("sep", "cp"):
+        if hcg.axis(axis).size > 1 and is_hugging_face(model):
+            check_token_mixers(model, f"hybrid_configs.{axis}_degree")
     experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
     return hf_sequence, experts, stages
 
@@ -170,6 +175,9 @@ def apply_tp(model: nn.Module, matches: list[Match], hcg: HybridGroup, *, hf_seq
         whole = hf_sequence is not None and m.name in hf_sequence.replicated_input  # gets the whole sequence
         replacement = _replacement(m, without_sequence_parallel(hcg) if whole else hcg, sequence_dim)
         _share_tied(m.module, replacement, tied)
+        if forward_of_its_own(m.module):  # (a scaled embedding): kept, its base-class step the parallel layer's
+            keep_forward(m.module, replacement)
+            continue
         parent_name, _, child = m.name.rpartition(".")
         setattr(modules[parent_name], child, replacement)
     return applied

@@ -15,6 +15,7 @@ from torch import nn
 
 from strategy import TP_STYLES, StrategyError
 
+from ..tensor.in_place import forward_of_its_own, reaches_base_forward
 from ..topology.groups import HybridGroup
 
 __all__ = ["Match", "match_plan", "plan_for", "tied_owners"]
@@ -123,6 +124,10 @@ def _fits(m: Match, mp: int) -> list[str]:
         size, what, shape = m.module.num_embeddings, "num_embeddings", tuple(m.module.weight.shape)
     else:
         return []
+    if forward_of_its_own(m.module) and not reaches_base_forward(m.module):
+        return [f"{where}: {type(m.module).__name__}.forward computes with its weight itself (it does not call "
+                "super().forward), so a parallel layer cannot run under it with the weight's shard; leave it whole "
+                "(replicate) or give its module a plan without it"]
     if size % mp:
         return [f"{where}: {what}={size} (weight {list(shape)}) is not divisible by mp_degree={mp}"]
     return []

@@ -39,16 +39,22 @@ CALLS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("cp_att
 def gather_sequence(k: torch.Tensor, v: torch.Tensor, group: dist.ProcessGroup, parts: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Every cp rank's keys and values `[b, heads, 2·chunk, d]` (chunks r and 2·parts − 1 − r) -> the whole
     sequence `[b, heads, 2·parts·chunk, d]` in order, with an autograd all-gather (one for both)."""
-    b, h, two_chunks, d = k.shape
+    if k.shape != v.shape:  # (multi-head latent attention: values narrower than keys) one gather each
+        return _in_order(k, group, parts), _in_order(v, group, parts)
+    both = _in_order(torch.stack([k, v]).flatten(0, 1), group, parts).unflatten(0, (2, k.shape[0]))
+    return both[0], both[1]
+
+
+def _in_order(x: torch.Tensor, group: dist.ProcessGroup, parts: int) -> torch.Tensor:
+    """Every cp rank's `[b, heads, 2·chunk, d]` (chunks r and 2·parts − 1 − r) -> the whole sequence in order."""
+    b, h, two_chunks, d = x.shape
     chunk = two_chunks // 2
-    both = torch.stack([k, v]).contiguous()  # [2, b, h, 2·chunk, d]
-    gathered = wait_tensor(all_gather_single_autograd(both, 0, group))  # rank after rank on dim 0
-    g = gathered.view(parts, 2, b, h, 2, chunk, d)
+    gathered = wait_tensor(all_gather_single_autograd(x.contiguous(), 0, group))  # rank after rank on dim 0
+    g = gathered.view(parts, b, h, 2, chunk, d)
     # Chunk c < parts is rank c's first; chunk c >= parts is rank (2·parts − 1 − c)'s second.
-    first = g[:, :, :, :, 0].permute(1, 2, 3, 0, 4, 5).reshape(2, b, h, parts * chunk, d)
-    second = g.flip(0)[:, :, :, :, 1].permute(1, 2, 3, 0, 4, 5).reshape(2, b, h, parts * chunk, d)
-    whole = torch.cat([first, second], dim=3)
-    return whole[0], whole[1]
+    first = g[:, :, :, 0].permute(1, 2, 0, 3, 4).reshape(b, h, parts * chunk, d)
+    second = g.flip(0)[:, :, :, 1].permute(1, 2, 0, 3, 4).reshape(b, h, parts * chunk, d)
+    return torch.cat([first, second], dim=2)
 
 
 _FLASH_CPU = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu

@@ -52,13 +52,24 @@ def check_experts(model: nn.Module, hcg: HybridGroup) -> list[tuple[str, nn.Modu
         experts, inner = gate_up.shape[0], down.shape[2]
         if down.shape[0] != experts or gate_up.shape[1] != 2 * inner or getattr(m, "is_transposed", False) \
                 or getattr(m, "has_bias", False) or not getattr(m, "has_gate", True):
-            raise StrategyError(f"{name} has gate_up_proj {tuple(gate_up.shape)} and down_proj {tuple(down.shape)}, not "
-                                f"the experts interface parallelize splits ({INTERFACE}, no bias, not transposed); set "
+            raise StrategyError(f"{FIELD} {hcg.ep_size}: {type(model).__name__}'s experts {name} have gate_up_proj "
+                                f"{tuple(gate_up.shape)} and down_proj {tuple(down.shape)}{_differences(m)}, not the "
+                                f"experts interface parallelize splits ({INTERFACE}, no bias, not transposed); set "
                                 "ep_degree: 1", field=FIELD)
         if experts % hcg.ep_size:
             raise StrategyError(f"{name} has {experts} experts, which ep_degree {hcg.ep_size} does not divide: each ep "
                                 "rank holds an equal block of them; change ep_degree", field=FIELD)
     return found
+
+
+def _differences(m: nn.Module) -> str:
+    """What sets these experts apart from the interface, in words (", biased, transposed" or "")."""
+    gate_up, down = _weights(m)
+    biased = getattr(m, "has_bias", False) or any(n.endswith("_bias") for n, _ in m.named_parameters(recurse=False))
+    transposed = getattr(m, "is_transposed", False) or gate_up.shape[2] == 2 * down.shape[1] != gate_up.shape[1]
+    found = [word for word, flag in (("biased", biased), ("transposed", transposed),
+                                     ("without a gate", not getattr(m, "has_gate", True))) if flag]
+    return "".join(f", {w}" for w in found)
 
 
 def split_experts(modules: list[tuple[str, nn.Module]], hcg: HybridGroup) -> None:

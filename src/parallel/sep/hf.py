@@ -62,7 +62,7 @@ def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
                   is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
         # The model's mask is over this rank's positions only: each kernel applies the layer's over global ones.
         layer = layer_attention(module, kwargs, is_causal)
-        if layer.plain and implementation == "sdpa":
+        if layer.plain and implementation == "sdpa" and key.shape[-1] == value.shape[-1]:  # (MLA's values are narrower)
             out = kernel(query, key, value, is_causal=True, scale=scaling, hcg=hcg)
             return out.transpose(1, 2).contiguous(), None
         function = own_function(module, implementation)
