@@ -4,7 +4,6 @@ becomes the parallel layer's. Its own forward still runs around it, so what it a
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any
 
@@ -43,10 +42,16 @@ _STEPS: dict[type, type] = {base: type(f"Parallel{base.__name__}Step", (base,), 
                             for base in (nn.Linear, nn.Embedding)}
 
 
-@functools.cache
+_KEPT: dict[type, type] = {}
+
+
 def _kept_class(cls: type) -> type:
+    """The module's class with the parallel step under it: made once per class."""
+    if cls in _KEPT:
+        return _KEPT[cls]
     step = next(s for base, s in _STEPS.items() if issubclass(cls, base))
-    return type(cls.__name__, (cls, step), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    kept = _KEPT[cls] = type(cls.__name__, (cls, step), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})
+    return kept
 
 
 def keep_forward(module: nn.Module, layer: nn.Module) -> None:
@@ -54,6 +59,6 @@ def keep_forward(module: nn.Module, layer: nn.Module) -> None:
     for name, param in layer.named_parameters(recurse=False):
         setattr(module, name, param)
     if "bias" not in dict(layer.named_parameters(recurse=False)) and getattr(module, "bias", None) is not None:
-        module.bias = None  # (a row-parallel layer adds the bias after its reduce: the layer holds it)
+        module.register_parameter("bias", None)  # (a row-parallel layer adds the bias after its reduce: the layer holds it)
     object.__setattr__(module, _LAYER, layer)  # not a child: its parameters are the module's own now
     module.__class__ = _kept_class(type(module))
