@@ -41,7 +41,7 @@ docs: $(STAMP)
 # is installed beside the venv with what pip resolves for it (huggingface-hub < 2, its tokenizers, ...), as a user of
 # that release has, and put first on the path; torch and this project come from the venv, which has the newest. `make test` runs, on the oldest,
 # one test of each call whose spelling moved across the range (plans, sequence parallelism, recompute, the pipeline's
-# causal mask, sep's and cp's AttentionInterface, the MoE experts, checkpoints, the fine-tuning example); test-transformers runs them all.
+# own-forward stages, sep's and cp's AttentionInterface, the MoE experts, checkpoints, the fine-tuning example); test-transformers runs them all.
 TRANSFORMERS_OLDEST := $(shell sed -n 's/^OLDEST, NEWEST = "\([^"]*\)".*/\1/p' src/parallel/compose/transformers_versions.py)
 OLDEST_DIR := $(VENV)/transformers-$(TRANSFORMERS_OLDEST)
 HF_TESTS := tests/parallel/compose/test_transformers_versions.py tests/parallel/compose/test_parallelize.py tests/parallel/sep/test_sep.py tests/parallel/cp/test_cp.py \
@@ -57,7 +57,9 @@ HF_RANGE_TESTS := tests/parallel/compose/test_transformers_versions.py \
 	"tests/parallel/experts/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2]" \
 	"tests/parallel/experts/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[mixtral_ep2]" \
 	"tests/parallel/experts/test_experts.py::test_a_small_moe_with_uneven_routing_trains_as_one_process[qwen3_moe_ep2_mp2_dp2]" \
-	tests/parallel/checkpoint/test_checkpoint.py::test_full_state_dict_of_a_parallelised_llama_loads_into_a_plain_one_with_the_same_logits
+	tests/parallel/checkpoint/test_checkpoint.py::test_full_state_dict_of_a_parallelised_llama_loads_into_a_plain_one_with_the_same_logits \
+	"tests/zoo/test_zoo.py::test_each_architecture_trains_as_one_process_at_every_axis_or_is_refused_by_name[gemma2]" \
+	"tests/zoo/test_zoo.py::test_each_architecture_trains_as_one_process_at_every_axis_or_is_refused_by_name[mistral]"
 
 # Static checks: pyflakes-level lint everywhere, types on the two packages.
 lint: $(STAMP)

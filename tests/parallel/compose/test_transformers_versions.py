@@ -53,19 +53,23 @@ def test_parallelize_refuses_a_release_outside_the_range_naming_both_before_any_
     assert [type(m).__name__ for m in model.modules()] == before
 
 
-def test_the_pipeline_chunks_causal_mask_names_the_cache_as_the_installed_release_does():
+def test_two_pipeline_stages_run_the_models_own_forward_to_its_logits_on_the_installed_release():
+    """Each stage calls the model's forward (its keyword arguments as the installed release names them): the first
+    stage's hidden states, fed to the last, give the whole model's logits."""
     import torch
-    from transformers.masking_utils import create_causal_mask
 
-    from parallel.pipeline.chunks import _cache_argument, causal_mask
+    from parallel.pipeline.chunks import HuggingFaceChunk
+    from parallel.pipeline.layer_chain import layer_chain
+    from parallel.pipeline.split import cut, skeleton
 
-    renamed = Version(transformers.__version__) >= Version("5.24")
-    assert _cache_argument(create_causal_mask) == ("cache" if renamed else "past_key_values")
-    config = small_llama().config
-    config._attn_implementation = "eager"  # a mask made as a tensor (sdpa's is None when causal attention suffices)
-    mask = causal_mask(config, torch.zeros(2, 5, 16), torch.arange(5).unsqueeze(0))
-    allowed = mask if mask.dtype == torch.bool else mask == 0
-    assert torch.equal(allowed, torch.ones(5, 5, dtype=torch.bool).tril().expand(2, 1, 5, 5))
+    torch.manual_seed(0)
+    model = small_llama().eval()
+    chain, c = layer_chain(model, "model.layers"), cut(model)
+    first = HuggingFaceChunk(skeleton(model, c, range(0, 1), True, False), chain, range(0, 1), True, False)
+    last = HuggingFaceChunk(skeleton(model, c, range(1, 2), False, True), chain, range(1, 2), False, True)
+    ids = torch.randint(0, 32, (2, 5))
+    with torch.no_grad():
+        torch.testing.assert_close(last(first(ids)), model(input_ids=ids).logits)
 
 
 def test_the_hugging_face_plan_is_the_same_on_every_release_of_the_range():
