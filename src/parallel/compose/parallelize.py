@@ -143,13 +143,13 @@ def _check_before_any_change(model: nn.Module, matches: list[Match], hcg: Hybrid
         hf_sequence = plan_sequence_parallel(model, matches)
     recompute_targets(model, hcg)
     sharding_units(model, hcg)
+    experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
     stages = check_cut(model, hcg) if hcg.pp_size > 1 else None
     if hcg.sep_size > 1:
         check_heads(model, hcg)
     for axis in ("sep", "cp"):
         if hcg.axis(axis).size > 1 and is_hugging_face(model):
             check_token_mixers(model, f"hybrid_configs.{axis}_degree")
-    experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
     return hf_sequence, experts, stages
 
 
