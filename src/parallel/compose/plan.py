@@ -103,8 +103,10 @@ def match_plan(model: nn.Module, rules: list[tuple[str, str]], source: str, mp_s
                             f"{_examples(model)})")
     problems += _heads(model, matches, mp_size)
     problems += _tied(model, matches)
+    problems += _unplanned(model, matches)
     if problems:
-        raise StrategyError(f"cannot apply {source} at mp_degree={mp_size}:\n  " + "\n  ".join(problems), field=STRATEGY_FIELD)
+        listed = problems[0] if len(problems) == 1 else "\n  " + "\n  ".join(problems)  # one problem: one line
+        raise StrategyError(f"cannot apply {source} at mp_degree={mp_size}: {listed}", field=STRATEGY_FIELD)
     return matches
 
 
@@ -144,6 +146,27 @@ def _heads(model: nn.Module, matches: list[Match], mp: int) -> list[str]:
         if isinstance(heads, int) and heads % mp:
             out.append(f"config.{attr}={heads} is not divisible by mp_degree={mp}: each rank needs whole heads")
     return out
+
+
+def _unplanned(model: nn.Module, matches: list[Match]) -> list[str]:
+    """A module that both splits its activations (a colwise child) and joins them (a rowwise child) runs what lies between
+    on this rank's part only: a parameter there that no rule names (an activation's learned slopes, a norm per head)
+    would get this rank's share of its gradient, or see a part of what it normalises. The plan must say (as
+    replicated_with_grad_allreduce, or a gathering colwise style before it); the first such block is named."""
+    split = {m.name.rpartition(".")[0] for m in matches if m.style in COLUMN and not COLUMN[m.style]}
+    joined = {m.name.rpartition(".")[0] for m in matches if m.style in ROW and ROW[m.style]}
+    named = [m.name for m in matches]
+    modules = dict(model.named_modules())
+    for block in sorted(split & joined, key=lambda n: list(modules).index(n)):
+        loose = [f"{block}.{n}" for n, _ in modules[block].named_parameters()
+                 if not any(f"{block}.{n}".startswith(k + ".") for k in named)]
+        if loose:
+            return [f"{', '.join(loose[:4])}{' ...' if len(loose) > 4 else ''}: parameters inside {block}, whose "
+                    "projections the plan splits (colwise) and joins (rowwise), that no rule names: they would see "
+                    "this rank's part of the split activations; name each in the plan (replicated_with_grad_allreduce "
+                    "where it acts on the split part, e.g. a norm per head or an activation's learned slopes), or set "
+                    "mp_degree: 1"]
+    return []
 
 
 def _tied(model: nn.Module, matches: list[Match]) -> list[str]:

@@ -20,7 +20,7 @@ _CP = Requirement(FIELD, "cp_attention", CALLS, "two chunks of every row", "this
 
 def install_cp_attention(model: nn.Module, hcg: HybridGroup) -> None:
     """Register `cp_attention` with transformers and make the (Hugging Face) model use it."""
-    install(model, hcg, name=ATTENTION, kernel=cp_attention, own=cp_own_attention)
+    install(model, hcg, name=ATTENTION, kernel=cp_attention, own=cp_own_attention, field=FIELD)
 
 
 def require_cp_attention(model: nn.Module) -> None:

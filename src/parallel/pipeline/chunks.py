@@ -38,7 +38,7 @@ class _StandIn(nn.Module):
     """Another stage's layer, as the model's forward sees it: no parameters, the layer's plain attributes (layer types,
     indices some forwards read), and one job: pass the hidden states on, hand in the stage's input, or end the stage."""
 
-    def __init__(self, attributes: dict[str, Any], chunk: HuggingFaceChunk, role: str, returns_tuple: bool) -> None:
+    def __init__(self, attributes: dict[str, Any], chunk: HuggingFaceChunk, role: str, returns_tuple: int) -> None:
         super().__init__()
         for name, value in attributes.items():
             setattr(self, name, value)
@@ -53,7 +53,8 @@ class _StandIn(nn.Module):
             hidden = chunk.stage_input
         elif self.role == "stop":
             raise _StageDone(hidden)
-        return (hidden,) if self.returns_tuple else hidden
+        # A tuple as long as the layer's own (the model unpacks it): the hidden states, then nothing (attention weights).
+        return (hidden,) + (None,) * (self.returns_tuple - 1) if self.returns_tuple else hidden
 
 
 class HuggingFaceChunk(nn.Module):

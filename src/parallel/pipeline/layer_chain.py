@@ -28,17 +28,28 @@ class LayerChain:
 
     blocks: str  # the ModuleList's qualified name
     hidden_size: int  # the last dimension of the hidden states between layers
-    returns_tuple: bool  # a layer returns (hidden_states, ...) rather than the tensor
+    returns_tuple: int  # a layer returns a tuple of this length, (hidden_states, ...), rather than the tensor (0)
     attributes: tuple[dict[str, Any], ...]  # each layer's plain attributes (layer types, indices its model reads)
 
 
-def layer_chain(model: nn.Module, blocks: str) -> LayerChain:
+def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), after: tuple[str, ...] = ()) -> LayerChain:
     """Run `model` once on a few tokens (no gradients, eval mode, its random streams left as they were) and check its
-    layers form a chain of hidden states. Raises StrategyError naming the architecture and what breaks the chain."""
+    layers form a chain of hidden states, fed by nothing an end stage alone holds: of the modules with parameters
+    registered before the blocks (`before`, the first stage's) only the input embedding runs, and those after them
+    (`after`, the last stage's) run after the last layer. Raises StrategyError naming the architecture and what breaks
+    the chain."""
     container: Any = model.get_submodule(blocks)
     layers: list[nn.Module] = list(container)
     calls: list[list[Any]] = []
-    handles = []
+    embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    fed: list[str] = []
+
+    def used(name: str, first: bool):  # a hook noting an end's module the layers depend on
+        return lambda *_: fed.append(name) if first or len(calls) < len(layers) or len(calls[-1]) < 3 else None
+
+    handles = [model.get_submodule(n).register_forward_hook(used(n, True)) for n in before
+               if model.get_submodule(n) is not embedding]
+    handles += [model.get_submodule(n).register_forward_hook(used(n, False)) for n in after]
     for i, layer in enumerate(layers):
         def before(module: nn.Module, args: tuple, kwargs: dict, i: int = i) -> None:
             calls.append([i, args[0] if args else kwargs.get("hidden_states")])
@@ -49,14 +60,15 @@ def layer_chain(model: nn.Module, blocks: str) -> LayerChain:
         handles += [layer.register_forward_pre_hook(before, with_kwargs=True),
                     layer.register_forward_hook(after, with_kwargs=True)]
     _run_once(model, handles)
-    problem = _break_in(calls, len(layers))
+    problem = _break_in(calls, len(layers)) or (
+        f"its forward feeds them from {fed[0]} too, which only one end stage holds" if fed else "")
     if problem:
         raise StrategyError(
             f"{FIELD} > 1 cuts {type(model).__name__}'s layers ({blocks}) into stages that hand each other only the "
             f"hidden states, but {problem}; set pp_degree: 1 for this architecture", field=FIELD)
     outputs = [c[2] for c in calls]
     first = outputs[0][0] if isinstance(outputs[0], tuple) else outputs[0]
-    return LayerChain(blocks, int(first.shape[-1]), isinstance(outputs[0], tuple), tuple(_plain(m) for m in layers))
+    return LayerChain(blocks, int(first.shape[-1]), len(outputs[0]) if isinstance(outputs[0], tuple) else 0, tuple(_plain(m) for m in layers))
 
 
 def _run_once(model: nn.Module, handles: list) -> None:

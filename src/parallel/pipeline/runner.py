@@ -72,7 +72,7 @@ def check_cut(model: nn.Module, hcg: HybridGroup) -> StagePlan:
     if not is_hugging_face_causal_lm(model):
         return StagePlan(c, ranges, None)
     check_whole_loss(model)
-    return StagePlan(c, ranges, layer_chain(model, c.blocks))
+    return StagePlan(c, ranges, layer_chain(model, c.blocks, c.before, c.after))
 
 
 def split_model(model: nn.Module, hcg: HybridGroup, plan: StagePlan | None = None) -> tuple[Cut, list[nn.Module], tuple[int, ...]]:

@@ -48,7 +48,7 @@ def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
 
 def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
             kernel: Callable[..., torch.Tensor] = sep_attention,
-            own: Callable[..., torch.Tensor] = sep_own_attention) -> None:
+            own: Callable[..., torch.Tensor] = sep_own_attention, field: str = FIELD) -> None:
     """Register the sequence axis' attention with transformers under `name` and make the model use it: `kernel` (the
     Ulysses one, or cp's) where a layer is plain causal SDPA, else `own` running the model's own attention function
     with the layer's mask (sliding windows, chunks; softcapping, sinks)."""
@@ -60,7 +60,13 @@ def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
     def attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                   attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                   is_causal: bool | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-        # The model's mask is over this rank's positions only: each kernel applies the layer's over global ones.
+        # The model's mask is over this rank's positions only: each kernel applies the layer's over global ones. A mask
+        # that carries gradients is a learned bias (Doge's dynamic mask), which no kernel here applies.
+        if isinstance(attention_mask, torch.Tensor) and attention_mask.requires_grad:
+            raise StrategyError(
+                f"{field} > 1: {type(module).__name__} adds a learned term to its attention scores through its mask "
+                f"(it carries gradients), which the attention over this rank's share of the rows cannot apply; set "
+                f"{field.rpartition('.')[2]}: 1 for this model", field=field)
         layer = layer_attention(module, kwargs, is_causal)
         if layer.plain and implementation == "sdpa" and key.shape[-1] == value.shape[-1]:  # (MLA's values are narrower)
             out = kernel(query, key, value, is_causal=True, scale=scaling, hcg=hcg)

@@ -54,13 +54,15 @@ class LayerAttention:
 
 def layer_attention(module: nn.Module, kwargs: dict[str, Any], is_causal: bool | None) -> LayerAttention:
     """The mask of one attention call of `module`: its layer type (config.layer_types at its layer_idx, or its own
-    `layer_type`), the window it hands its attention function (Mistral's kind sets no layer types), the model's chunk
-    size. An unknown layer type is refused before anything changes (`compose` checks config.layer_types)."""
+    `layer_type`), the window it hands its attention function or, without layer types, its config's (Mistral's and
+    PhiMoE's kind), the model's chunk size. An unknown layer type is refused before anything changes (`compose` checks config.layer_types)."""
     config: Any = getattr(module, "config", None)
     types = getattr(config, "layer_types", None)
     index = getattr(module, "layer_idx", None)
     kind = types[index] if types and isinstance(index, int) and index < len(types) else getattr(module, "layer_type", None)
     window = kwargs.get("sliding_window")
+    if not types and window is None and getattr(config, "use_sliding_window", True):
+        window = getattr(config, "sliding_window", None)  # (Mistral's kind: one window for every layer, from the config)
     if kind == "sliding_attention" and window is None:
         window = getattr(module, "sliding_window", None) or getattr(config, "sliding_window", None)
     if kind == "chunked_attention":

@@ -11,7 +11,6 @@ import tomllib
 
 import pytest
 from packaging.requirements import Requirement
-from packaging.version import Version
 
 from conftest import ROOT
 from parallel.compose.transformers_versions import NEWEST, OLDEST, SUPPORTED
