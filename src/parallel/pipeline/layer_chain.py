@@ -41,7 +41,8 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
     container: Any = model.get_submodule(blocks)
     layers: list[nn.Module] = list(container)
     calls: list[list[Any]] = []
-    embedding = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    owner: Any = model
+    embedding = owner.get_input_embeddings() if hasattr(owner, "get_input_embeddings") else None
     fed: list[str] = []
 
     def used(name: str, first: bool):  # a hook noting an end's module the layers depend on
@@ -51,14 +52,14 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
                if model.get_submodule(n) is not embedding]
     handles += [model.get_submodule(n).register_forward_hook(used(n, False)) for n in after]
     for i, layer in enumerate(layers):
-        def before(module: nn.Module, args: tuple, kwargs: dict, i: int = i) -> None:
+        def enter(module: nn.Module, args: tuple, kwargs: dict, i: int = i) -> None:
             calls.append([i, args[0] if args else kwargs.get("hidden_states")])
 
-        def after(module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+        def leave(module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
             calls[-1].append(out)
 
-        handles += [layer.register_forward_pre_hook(before, with_kwargs=True),
-                    layer.register_forward_hook(after, with_kwargs=True)]
+        handles += [layer.register_forward_pre_hook(enter, with_kwargs=True),
+                    layer.register_forward_hook(leave, with_kwargs=True)]
     _run_once(model, handles)
     problem = _break_in(calls, len(layers)) or (
         f"its forward feeds them from {fed[0]} too, which only one end stage holds" if fed else "")
