@@ -19,6 +19,7 @@ VOCAB, SEQ, BATCH, LR, STEPS = 128, 32, 8, 1e-3, 3
 
 # The layouts every architecture is tried at, on 2 ranks: each axis alone.
 LAYOUTS = {
+    "dp2": "hybrid_configs { dp_degree: 2 }",
     "mp2": "hybrid_configs { mp_degree: 2 }",
     "pp2": ("hybrid_configs { pp_degree: 2 } pipeline_configs { micro_batch_size: 4 accumulate_steps: 2 "
             'schedule_mode: "1F1B" }'),

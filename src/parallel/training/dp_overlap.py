@@ -79,6 +79,7 @@ class DpBuckets:
             self.buckets.append(_Bucket(current))
         self._of = {id(p): b for b in self.buckets for p in b.params}
         self.reduced: set[nn.Parameter] = set()  # averaged in this update; step() leaves them alone
+        self.filled: list[nn.Parameter] = []  # given zeros for a gradient this rank's loss never reached
         self._next = 0  # the next bucket to start, in order
         self._queued = False  # a backward of this update is running, its end will wait for the buckets
         self.backward_started: float | None = None
@@ -109,6 +110,7 @@ class DpBuckets:
         for p in bucket.params:
             if p.grad is None:  # not reached by this rank's loss: its share of the average is zero
                 p.grad = torch.zeros_like(p)
+                self.filled.append(p)
         bucket.flat = _flatten_dense_tensors([p.grad for p in bucket.params])  # type: ignore[misc]
         bucket.started = time.perf_counter()
         self._next += 1
@@ -149,6 +151,7 @@ class DpBuckets:
     def clear(self) -> None:
         """After the step's reduction: nothing reduced yet for the next update."""
         self.reduced.clear()
+        self.filled.clear()
         self._queued = False
 
     def remove(self) -> None:

@@ -248,6 +248,7 @@ class HybridParallelOptimizer:
         if self._reduced is not None:
             return self._reduced
         grads = []
+        filled = []
         split = [axis for axis in SEQUENCE_AXES if getattr(self.hcg, f"{axis}_size") > 1]
         for p in self._model_params:
             g = grad_of(p)
@@ -256,10 +257,12 @@ class HybridParallelOptimizer:
                 # Unused on this replica (a branch not taken, an expert no token chose): every rank must reduce the
                 # same buffers.
                 g = p.grad = torch.zeros_like(p)
+                filled.append(p)
             if g is not None:
                 grads.append((p, g))
         if self.dp_buckets is not None:  # the overlapped dp average complete (and put back) before the sums below
             self.dp_buckets.flush()
+            filled += self.dp_buckets.filled
         # Sequence-parallel parameters (norms in the region) saw only this rank's tokens: sum over the mp group.
         sum_sequence_parallel_grads(grads, self.hcg)
         sum_partial_grads(grads, self.hcg)  # norms per head after a column split: each rank's heads' part
@@ -286,6 +289,7 @@ class HybridParallelOptimizer:
             divisor *= pipeline.accumulate_steps
         if divisor != 1.0:
             torch._foreach_mul_([local(g) for _, g in grads], 1.0 / divisor)
+        grads = _unused_everywhere_dropped(grads, filled)
         self._found_inf = found_nonfinite([local(g) for _, g in grads]) if self.scaler is not None else False
         self._reduced = grads
         return grads
@@ -356,6 +360,22 @@ class HybridParallelOptimizer:
             all_reduce_coalesced(tensors, self.hcg.mp_group, average=True)
         else:
             broadcast_coalesced(tensors, self.hcg.mp_group)
+
+
+def _unused_everywhere_dropped(grads: list[tuple[nn.Parameter, torch.Tensor]],
+                               filled: list[nn.Parameter]) -> list[tuple[nn.Parameter, torch.Tensor]]:
+    """A parameter no rank's loss reached (an indexer behind a top-k, an expert no token chose) has no gradient in one
+    process, and torch's optimizers skip it (no weight decay, no moment decay). Its zeros, filled so that every rank
+    reduces the same buffers, are zeros still after the reduction: it goes back to no gradient, and is skipped here
+    too."""
+    if not filled:
+        return grads
+    still_zero = torch.stack([local(p.grad).any() for p in filled]).logical_not().tolist()  # one sync
+    unused = {id(p) for p, zero in zip(filled, still_zero) if zero}
+    for p in filled:
+        if id(p) in unused:
+            p.grad = None
+    return [(p, g) for p, g in grads if id(p) not in unused]
 
 
 def _mp_replica(p: torch.Tensor) -> bool:
