@@ -370,7 +370,7 @@ def _unused_everywhere_dropped(grads: list[tuple[nn.Parameter, torch.Tensor]],
     too."""
     if not filled:
         return grads
-    still_zero = torch.stack([local(p.grad).any() for p in filled]).logical_not().tolist()  # one sync
+    still_zero = torch.stack([local(_grad(p)).any() for p in filled]).logical_not().tolist()  # one sync
     unused = {id(p) for p, zero in zip(filled, still_zero) if zero}
     for p in filled:
         if id(p) in unused:
@@ -382,3 +382,8 @@ def _mp_replica(p: torch.Tensor) -> bool:
     """Replicated over the mp group (what sync_param / sync_grad / sync_moment align): not split by tensor
     parallelism, and not an expert block (those are split over ep, which may span the mp ranks)."""
     return not is_sharded(p) and not is_expert(p)
+
+
+def _grad(p: nn.Parameter) -> torch.Tensor:
+    assert p.grad is not None, "a filled gradient"
+    return p.grad
