@@ -82,7 +82,11 @@ def match_plan(model: nn.Module, rules: list[tuple[str, str]], source: str, mp_s
     """Each module the rules name, with its rule; a StrategyError listing every problem found, if any."""
     problems: list[str] = []
     for pattern, style in rules:
-        if style not in TP_STYLES:
+        if style not in TP_STYLES and source.endswith(HF_PLAN):  # (multi-head latent attention's mla_kv_a_proj, ...)
+            problems.append(f"rule {pattern!r}: style {style!r}, which transformers' plan names and parallelize does not "
+                            f"implement (styles: {', '.join(TP_STYLES)}); set mp_degree: 1 for this model, or give "
+                            "parallelize a plan of those styles")
+        elif style not in TP_STYLES:
             problems.append(f"rule {pattern!r}: unknown style {style!r}; styles: {', '.join(TP_STYLES)}")
     matches: list[Match] = []
     used: set[str] = set()

@@ -10,6 +10,8 @@ every token routed to it, from every rank.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.distributed as dist
 from torch import nn
@@ -28,8 +30,9 @@ def _exchange_counts(send: torch.Tensor, group: dist.ProcessGroup) -> torch.Tens
     return recv
 
 
-def expert_parallel_forward(module: nn.Module, hcg: HybridGroup, hidden_states: torch.Tensor,
-                            top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
+def expert_parallel_forward(module: nn.Module, hcg: HybridGroup, own: Callable[..., torch.Tensor],
+                            hidden_states: torch.Tensor, top_k_index: torch.Tensor,
+                            top_k_weights: torch.Tensor) -> torch.Tensor:
     """transformers' experts forward (`[tokens, hidden]`, `[tokens, k]` expert ids and weights -> `[tokens, hidden]`)
     with `module` holding this ep rank's block of the experts (`split_experts`).
 
@@ -38,7 +41,7 @@ def expert_parallel_forward(module: nn.Module, hcg: HybridGroup, hidden_states: 
     after the combine, so no token is computed twice (the gathered result's gradient is whole on every mp rank, so
     the gather's backward keeps this share, and the split's all-gathers the shares' gradients)."""
     if hcg.ep_mp_size == 1:
-        return _dispatch(module, hcg, hidden_states, top_k_index, top_k_weights)
+        return _dispatch(module, hcg, own, hidden_states, top_k_index, top_k_weights)
     group, parts, me = hcg.ep_mp_group, hcg.ep_mp_size, hcg.ep_mp_rank
     tokens = hidden_states.shape[0]
     share = -(-tokens // parts)
@@ -48,13 +51,13 @@ def expert_parallel_forward(module: nn.Module, hcg: HybridGroup, hidden_states: 
         padded = nn.functional.pad(t, (0, 0, 0, share * parts - tokens))
         return _ScatterToSequence.apply(padded, 0, group)[: rows.stop - rows.start]
 
-    out = _dispatch(module, hcg, my_share(hidden_states), top_k_index[rows], my_share(top_k_weights))
+    out = _dispatch(module, hcg, own, my_share(hidden_states), top_k_index[rows], my_share(top_k_weights))
     out = nn.functional.pad(out, (0, 0, 0, share - out.shape[0]))
     return _GatherFromSequence.apply(out, 0, group)[:tokens]
 
 
-def _dispatch(module: nn.Module, hcg: HybridGroup, hidden_states: torch.Tensor, top_k_index: torch.Tensor,
-              top_k_weights: torch.Tensor) -> torch.Tensor:
+def _dispatch(module: nn.Module, hcg: HybridGroup, own: Callable[..., torch.Tensor], hidden_states: torch.Tensor,
+              top_k_index: torch.Tensor, top_k_weights: torch.Tensor) -> torch.Tensor:
     """Dispatch, the local experts, combine: for these tokens, over the ep group."""
     group = hcg.ep_group
     assert group is not None
@@ -70,28 +73,18 @@ def _dispatch(module: nn.Module, hcg: HybridGroup, hidden_states: torch.Tensor, 
     experts_in = torch.empty(sum(recv_sizes), dtype=chosen.dtype, device=chosen.device)
     dist.all_to_all_single(experts_in, (chosen % local).contiguous(), recv_sizes, send_sizes, group=group)
     received = wait_tensor(all_to_all_single_autograd(hidden_states[token_of], recv_sizes, send_sizes, group))
-    outputs = _local_experts(module, received, experts_in, local)
+    outputs = _local_experts(own, received, experts_in)
     back = wait_tensor(all_to_all_single_autograd(outputs, send_sizes, recv_sizes, group))
     weights = top_k_weights.reshape(-1)[order]
     weighted = (back * weights.unsqueeze(-1)).to(hidden_states.dtype)
     return torch.zeros_like(hidden_states).index_add(0, token_of, weighted)
 
 
-def _local_experts(module: nn.Module, x: torch.Tensor, expert: torch.Tensor, local: int) -> torch.Tensor:
-    """Each received pair through its expert (gate and up projection, activation, down projection), in the order
-    received."""
-    order = torch.argsort(expert, stable=True)
-    counts = torch.bincount(expert, minlength=local).tolist()
-    act = getattr(module, "act_fn", nn.functional.silu)
-    gate_up: torch.Tensor = getattr(module, "gate_up_proj")
-    down: torch.Tensor = getattr(module, "down_proj")
-    pieces = []
-    for e, part in enumerate(x[order].split(counts)):
-        if counts[e] == 0:
-            continue
-        gate, up = nn.functional.linear(part, gate_up[e]).chunk(2, dim=-1)
-        pieces.append(nn.functional.linear(act(gate) * up, down[e]))
-    # Nothing received still depends on `x`: every rank must run the backward of the all-to-all that brought it,
-    # or the ranks that did send would wait for this one's gradients in a collective it never joins.
-    out = torch.cat(pieces) if pieces else x * 0  # [0, hidden]: experts map hidden to hidden
-    return out.index_select(0, torch.argsort(order))  # back to the order received
+def _local_experts(own: Callable[..., torch.Tensor], x: torch.Tensor, expert: torch.Tensor) -> torch.Tensor:
+    """Each received pair through its expert of this rank's block, in the order received: the module's own forward,
+    each row routed to its one expert with weight 1."""
+    if x.shape[0] == 0:
+        # Nothing received still depends on `x`: every rank must run the backward of the all-to-all that brought it,
+        # or the ranks that did send would wait for this one's gradients in a collective it never joins.
+        return x * 0  # [0, hidden]: experts map hidden to hidden
+    return own(x, expert.unsqueeze(1), torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device))
