@@ -161,7 +161,9 @@ def _unplanned(model: nn.Module, matches: list[Match]) -> list[str]:
     joined = {m.name.rpartition(".")[0] for m in matches if m.style in ROW and ROW[m.style]}
     named = [m.name for m in matches]
     modules = dict(model.named_modules())
-    for block in sorted(split & joined, key=lambda n: list(modules).index(n)):
+    # (A model whose root holds the split projections itself is its own block, embedding and head included: left to
+    # its author.)
+    for block in sorted((split & joined) - {""}, key=lambda n: list(modules).index(n)):
         loose = [f"{block}.{n}" for n, _ in modules[block].named_parameters()
                  if not any(f"{block}.{n}".startswith(k + ".") for k in named)]
         if loose:
