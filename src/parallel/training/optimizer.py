@@ -257,7 +257,8 @@ class HybridParallelOptimizer:
                 # Unused on this replica (a branch not taken, an expert no token chose): every rank must reduce the
                 # same buffers.
                 g = p.grad = torch.zeros_like(p)
-                filled.append(p)
+                if not is_expert(p):  # (a block of experts is a slice of one Parameter, which some token reached)
+                    filled.append(p)
             if g is not None:
                 grads.append((p, g))
         if self.dp_buckets is not None:  # the overlapped dp average complete (and put back) before the sums below
@@ -364,8 +365,9 @@ class HybridParallelOptimizer:
 
 def _unused_everywhere_dropped(grads: list[tuple[nn.Parameter, torch.Tensor]],
                                filled: list[nn.Parameter]) -> list[tuple[nn.Parameter, torch.Tensor]]:
-    """A parameter no rank's loss reached (an indexer behind a top-k, an expert no token chose) has no gradient in one
-    process, and torch's optimizers skip it (no weight decay, no moment decay). Its zeros, filled so that every rank
+    """A parameter no rank's loss reached (an indexer behind a top-k) has no gradient in one process, and torch's
+    optimizers skip it (no weight decay, no moment decay). (Not a block of experts: in one process it is a slice of a
+    Parameter some token reached, whose unused rows still decay.) Its zeros, filled so that every rank
     reduces the same buffers, are zeros still after the reduction: it goes back to no gradient, and is skipped here
     too."""
     if not filled:
