@@ -44,6 +44,8 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
     owner: Any = model
     embedding = owner.get_input_embeddings() if hasattr(owner, "get_input_embeddings") else None
     fed: list[str] = []
+    param = next(model.parameters())
+    ids = torch.zeros(1, PROBE_TOKENS, dtype=torch.long, device=param.device)
 
     def used(name: str, first: bool):  # a hook noting an end's module the layers depend on
         return lambda *_: fed.append(name) if first or len(calls) < len(layers) or len(calls[-1]) < 3 else None
@@ -54,13 +56,15 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
     for i, layer in enumerate(layers):
         def enter(module: nn.Module, args: tuple, kwargs: dict, i: int = i) -> None:
             calls.append([i, args[0] if args else kwargs.get("hidden_states")])
+            if any(v is ids for v in (*args, *kwargs.values())):
+                fed.append("the input ids (its layers read them: hash routing, ...)")
 
         def leave(module: nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
             calls[-1].append(out)
 
         handles += [layer.register_forward_pre_hook(enter, with_kwargs=True),
                     layer.register_forward_hook(leave, with_kwargs=True)]
-    _run_once(model, handles)
+    _run_once(model, ids, handles)
     problem = _break_in(calls, len(layers)) or (
         f"its forward feeds them from {fed[0]} too, which only one end stage holds" if fed else "")
     if problem:
@@ -72,11 +76,9 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
     return LayerChain(blocks, int(first.shape[-1]), len(outputs[0]) if isinstance(outputs[0], tuple) else 0, tuple(_plain(m) for m in layers))
 
 
-def _run_once(model: nn.Module, handles: list) -> None:
-    param = next(model.parameters())
-    ids = torch.zeros(1, PROBE_TOKENS, dtype=torch.long, device=param.device)
+def _run_once(model: nn.Module, ids: torch.Tensor, handles: list) -> None:
     training = model.training
-    devices = [param.device] if param.device.type == "cuda" else []
+    devices = [ids.device] if ids.device.type == "cuda" else []
     try:
         with torch.random.fork_rng(devices=devices), torch.no_grad():
             model.eval()
