@@ -35,3 +35,20 @@ def test_each_architecture_trains_as_one_process_at_every_axis_or_is_refused_by_
             assert "\n" not in result["detail"] and "ForCausalLM" in result["detail"], (layout, result)
         if arch in MUST_TRAIN and layout != "ep2":
             assert result["outcome"] == "trains", (layout, result)
+
+
+# Axes together on 4 ranks: the kept scaled embedding under FSDP2 (which swaps the module's parameters) and under a
+# pipeline; Gemma 2's windows and softcaps with mp and sep splitting heads together.
+COMBINED = [
+    ("gemma3_text", "hybrid_configs { mp_degree: 2 sharding_degree: 2 sharding_configs { stage: 3 } }"),
+    ("gemma3_text", "hybrid_configs { mp_degree: 2 pp_degree: 2 } pipeline_configs { micro_batch_size: 4 "
+                    "accumulate_steps: 2 }"),
+    ("gemma2", "hybrid_configs { mp_degree: 2 sep_degree: 2 }"),
+]
+
+
+@pytest.mark.timeout(300)
+def test_features_are_kept_when_axes_combine_on_4_ranks(pools):
+    for arch, text in COMBINED:
+        ranks = pools(4).run(zoo_cases.outcome, arch, text, timeout=180)
+        assert {r["outcome"] for r in ranks} == {"trains"}, (arch, text, ranks[0])

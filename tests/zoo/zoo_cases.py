@@ -47,9 +47,9 @@ def has_experts(model: torch.nn.Module) -> bool:
 
 
 def outcome(model_type: str, layout: str) -> dict:
-    """The outcome of `model_type` at `layout` on this rank: {"outcome": "trains" | "refused" | "diverges" | "crash",
+    """The outcome of `model_type` at `layout` (a LAYOUTS name, or a strategy's text) on this rank: {"outcome": "trains" | "refused" | "diverges" | "crash",
     "detail": the refusal's message, the divergence, or the crash's last lines}."""
-    hcg = init(strategy.loads(LAYOUTS[layout]))
+    hcg = init(strategy.loads(LAYOUTS.get(layout, layout)))  # (a layout's name, or a strategy's text)
     reference = tiny_model(model_type)
     if layout == "ep2" and not has_experts(reference):
         return {"outcome": "n/a", "detail": "no experts"}
@@ -66,7 +66,7 @@ def outcome(model_type: str, layout: str) -> dict:
             result = _pipeline(hcg, model, reference, eps)
         else:
             result = train_beside_one_process(hcg, model, reference, rows, rows_per_rank=BATCH // hcg.data_size, lr=LR,
-                                              steps=STEPS, clip=None, eps=eps, split=layout in ("sep2", "cp2"))
+                                              steps=STEPS, clip=None, eps=eps, split=hcg.sep_size > 1 or hcg.cp_size > 1)
     except strategy.StrategyError as e:  # a check of the first forward (what only running shows), on every rank alike
         return {"outcome": "refused", "detail": f"at the first forward: {e}"}
     except AssertionError as e:  # (match_one_process, on every rank alike)

@@ -145,12 +145,27 @@ def _check_before_any_change(model: nn.Module, matches: list[Match], hcg: Hybrid
     sharding_units(model, hcg)
     experts = _check_expert_parallel(model, hcg) if hcg.ep_size > 1 else []
     stages = check_cut(model, hcg) if hcg.pp_size > 1 else None
+    if stages is not None:
+        _check_recompute_below_the_cut(model, stages.cut, hcg)
     if hcg.sep_size > 1:
         check_heads(model, hcg)
     for axis in ("sep", "cp"):
         if hcg.axis(axis).size > 1 and is_hugging_face(model):
             check_token_mixers(model, f"hybrid_configs.{axis}_degree")
     return hf_sequence, experts, stages
+
+
+def _check_recompute_below_the_cut(model: nn.Module, c: Any, hcg: HybridGroup) -> None:
+    """Recompute wraps a module's forward; a stage runs a copy of each container on the way to the blocks, whose
+    wrapped forward would still be the whole model's: only the blocks and what lies inside them can be recomputed."""
+    path = c.blocks.split(".") if c.blocks else []
+    containers = {".".join(path[:i]) for i in range(len(path) + 1)}
+    above = [n for n in recompute_targets(model, hcg) if n in containers]
+    if above:
+        raise StrategyError(
+            f"recompute_configs.checkpoints names {above[0]!r}, which holds {type(model).__name__}'s blocks "
+            f"({c.blocks}): under pp_degree {hcg.pp_size} each stage runs its own part of it; name the blocks or "
+            "modules inside them (the default, every block, when no glob is named)", field="recompute_configs.checkpoints")
 
 
 def apply_tp(model: nn.Module, matches: list[Match], hcg: HybridGroup, *, hf_sequence: Any = None,

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from strategy import StrategyError
 
@@ -48,14 +49,16 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
     ids = torch.zeros(1, PROBE_TOKENS, dtype=torch.long, device=param.device)
 
     def used(name: str, first: bool):  # a hook noting an end's module the layers depend on
-        return lambda *_: fed.append(name) if first or len(calls) < len(layers) or len(calls[-1]) < 3 else None
+        return lambda *_: fed.append(name) if first or len(calls) < len(layers) or len(calls[-1]) < 4 else None
 
     handles = [model.get_submodule(n).register_forward_hook(used(n, True)) for n in before
                if model.get_submodule(n) is not embedding]
     handles += [model.get_submodule(n).register_forward_hook(used(n, False)) for n in after]
     for i, layer in enumerate(layers):
         def enter(module: nn.Module, args: tuple, kwargs: dict, i: int = i) -> None:
-            calls.append([i, args[0] if args else kwargs.get("hidden_states")])
+            calls.append([i, args[0] if args else kwargs.get("hidden_states"), [*args[1:], *kwargs.values()]])
+            if i == 0:
+                clock.started = clock.count
             if any(v is ids for v in (*args, *kwargs.values())):
                 fed.append("the input ids (its layers read them: hash routing, ...)")
 
@@ -64,20 +67,42 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
 
         handles += [layer.register_forward_pre_hook(enter, with_kwargs=True),
                     layer.register_forward_hook(leave, with_kwargs=True)]
-    _run_once(model, ids, handles)
-    problem = _break_in(calls, len(layers)) or (
+    clock = _Clock()
+    with clock:
+        _run_once(model, ids, handles)
+    problem = _break_in(calls, len(layers), clock.made, clock.started) or (
         f"its forward feeds them from {fed[0]} too, which only one end stage holds" if fed else "")
     if problem:
         raise StrategyError(
             f"{FIELD} > 1 cuts {type(model).__name__}'s layers ({blocks}) into stages that hand each other only the "
             f"hidden states, but {problem}; set pp_degree: 1 for this architecture", field=FIELD)
-    outputs = [c[2] for c in calls]
+    outputs = [c[3] for c in calls]
     first = outputs[0][0] if isinstance(outputs[0], tuple) else outputs[0]
     return LayerChain(blocks, int(first.shape[-1]), len(outputs[0]) if isinstance(outputs[0], tuple) else 0, tuple(_plain(m) for m in layers))
 
 
+class _Clock(TorchFunctionMode):
+    """When each tensor of the probe's forward was made, as a count of torch calls (the tensors kept until it ends, so
+    no id is reused)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count, self.started = 0, -1
+        self.made: dict[int, int] = {}
+        self.kept: list[torch.Tensor] = []
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        self.count += 1
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.made.setdefault(id(t), self.count)
+                self.kept.append(t)
+        return out
+
+
 def _run_once(model: nn.Module, ids: torch.Tensor, handles: list) -> None:
-    training = model.training
+    modes = {m: m.training for m in model.modules()}
     devices = [ids.device] if ids.device.type == "cuda" else []
     try:
         with torch.random.fork_rng(devices=devices), torch.no_grad():
@@ -88,28 +113,42 @@ def _run_once(model: nn.Module, ids: torch.Tensor, handles: list) -> None:
                             f"layers chain before anything changes, failed ({type(e).__name__}: {e}); set pp_degree: 1 "
                             "for this architecture", field=FIELD) from e
     finally:
-        model.train(training)
+        for m, mode in modes.items():
+            m.training = mode
         for handle in handles:
             handle.remove()
 
 
-def _break_in(calls: list[list[Any]], count: int) -> str:
-    """What breaks the chain, in words; "" when nothing does."""
+def _break_in(calls: list[list[Any]], count: int, made: dict[int, int], first: int) -> str:
+    """What breaks the chain, in words; "" when nothing does. `made`: when (a count of torch calls) each tensor of the
+    forward was made; `first`: the count when layer 0 began."""
     order = [c[0] for c in calls]
     if order != list(range(count)):
         return f"its forward calls them in the order {order[:12]}, not each once in turn"
     previous = None
-    for i, hidden, out in calls:
+    for i, hidden, others, out in calls:
         tensor = out[0] if isinstance(out, tuple) and out else out
         if not isinstance(tensor, torch.Tensor):
             return f"layer {i} returns {type(out).__name__}, not the hidden states"
         if previous is not None and hidden is not previous:
             return f"layer {i}'s input is not layer {i - 1}'s output (the model changes it between layers)"
+        if i and any(isinstance(o, torch.Tensor) and made.get(id(o), -1) > first for o in others):
+            return (f"layer {i} takes a tensor besides the hidden states that was made after layer 0 began (a second "
+                    "stream between layers)")
         previous = tensor
     return ""
 
 
 def _plain(layer: nn.Module) -> dict[str, Any]:
-    """The layer's attributes that are neither modules, parameters, buffers nor torch's own bookkeeping."""
-    return {k: v for k, v in vars(layer).items() if not k.startswith("_") and k != "training"
+    """The layer's attributes that are neither modules, parameters, buffers nor torch's own bookkeeping (its class's
+    properties' values too: a model may read `layer.attention_type` from one)."""
+    found: dict[str, Any] = {}
+    for k, v in vars(type(layer)).items():
+        if isinstance(v, property):
+            try:
+                found[k] = getattr(layer, k)
+            except Exception:  # noqa: BLE001 - a property this layer cannot answer is not one its model reads
+                pass
+    found.update(vars(layer))
+    return {k: v for k, v in found.items() if not k.startswith("_") and k != "training"
             and not isinstance(v, (nn.Module, torch.Tensor))}

@@ -25,7 +25,7 @@ from .chunks import chunk_for, is_hugging_face_causal_lm
 from .layer_chain import LayerChain, layer_chain
 from .losses import check_whole_loss, next_token_loss
 from .evaluation import ForwardOnlyV, needs_forward_only_v
-from .split import Cut, chunk_blocks, cut, prune, skeleton
+from .split import FIELD, Cut, chunk_blocks, cut, prune, skeleton
 from .tied import tie_across_stages
 
 __all__ = ["LossFn", "PipelineModel", "StagePlan", "check_cut", "next_token_loss", "pipeline_stages", "split_model"]
@@ -70,6 +70,10 @@ def check_cut(model: nn.Module, hcg: HybridGroup) -> StagePlan:
             "another schedule_mode (1F1B, interleaved), or sharding_degree 1", field="hybrid_configs.sharding_degree")
     ranges = chunk_blocks(c.size, settings.num_stages, f"{type(model).__name__}.{c.blocks}")
     if not is_hugging_face_causal_lm(model):
+        if getattr(model, "config", None) is not None and hasattr(model, "_no_split_modules"):
+            raise StrategyError(
+                f"pipelining a {type(model).__name__} is not supported: its stages run a Hugging Face causal LM's own "
+                "forward (a ...ForCausalLM class: input ids in, logits out); use that class", field=FIELD)
         return StagePlan(c, ranges, None)
     check_whole_loss(model)
     return StagePlan(c, ranges, layer_chain(model, c.blocks, c.before, c.after))

@@ -24,6 +24,9 @@ from .required import FIELD
 __all__ = ["ATTENTION", "check_heads", "install", "is_hugging_face"]
 
 ATTENTION = "parallel_sep"  # the name under which transformers finds it
+# Implementations whose plain causal layers the axis' own kernels compute alike (the others' math differs: eager's own
+# functions may add to it, so they run as the model wrote them).
+FAST = ("sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
 
 
 def is_hugging_face(model: nn.Module) -> bool:
@@ -68,7 +71,9 @@ def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
                 f"(it carries gradients), which the attention over this rank's share of the rows cannot apply; set "
                 f"{field.rpartition('.')[2]}: 1 for this model", field=field)
         layer = layer_attention(module, kwargs, is_causal)
-        if layer.plain and implementation == "sdpa" and key.shape[-1] == value.shape[-1]:  # (MLA's values are narrower)
+        plain = layer.plain and key.shape[-1] == value.shape[-1] and kwargs.get("s_aux") is None \
+            and not kwargs.get("softcap") and getattr(module, "sinks", None) is None  # (MLA's values are narrower)
+        if plain and implementation in FAST:
             out = kernel(query, key, value, is_causal=True, scale=scaling, hcg=hcg)
             return out.transpose(1, 2).contiguous(), None
         function = own_function(module, implementation)

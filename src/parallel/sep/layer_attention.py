@@ -69,7 +69,8 @@ def layer_attention(module: nn.Module, kwargs: dict[str, Any], is_causal: bool |
         return LayerAttention(chunk=int(config.attention_chunk_size))
     if kind == "full_attention" and not isinstance(getattr(module, "sliding_window", None), int):
         window = None  # (Mistral's kind passes its config's window to every layer; a full layer of a typed model has none)
-    return LayerAttention(causal=is_causal is not False, window=int(window) if window else None)
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    return LayerAttention(causal=bool(causal), window=int(window) if window else None)
 
 
 def own_function(module: nn.Module, implementation: str) -> Callable[..., tuple[torch.Tensor, Any]]:

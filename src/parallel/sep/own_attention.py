@@ -48,7 +48,8 @@ def sep_own_attention(module: nn.Module, q: torch.Tensor, k: torch.Tensor, v: to
     mine = slice(hcg.sep_rank * q.shape[1], (hcg.sep_rank + 1) * q.shape[1])
     positions = torch.arange(q.shape[2], device=q.device)
     mask = as_mask(layer.allowed(positions, positions), function, q.dtype)
-    kwargs = {name: per_head(value, mine, heads) for name, value in kwargs.items()}
+    if kwargs.get("s_aux") is not None:  # (gpt-oss hands its sinks to flash kernels too)
+        kwargs["s_aux"] = per_head(kwargs["s_aux"], mine, heads)
     view = HeadGroup(module, mine, heads, q.shape[1] // k.shape[1])
     out, _ = function(view, q, k, v, mask, **kwargs)  # [batch, sequence, heads / parts, head_dim]
     return heads_to_sequence(out.transpose(1, 2), group, parts).transpose(1, 2)

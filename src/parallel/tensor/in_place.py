@@ -33,7 +33,10 @@ def reaches_base_forward(module: nn.Module) -> bool:
 
 
 def _run_layer(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-    return getattr(self, _LAYER)(*args, **kwargs)
+    layer = getattr(self, _LAYER)
+    for name in layer._parameters:  # the module's own, as they are now: FSDP2 swaps them (sharded, unsharded)
+        layer._parameters[name] = self._parameters[name]
+    return layer(*args, **kwargs)
 
 
 # Each subclasses the base, so that in the kept class's MRO (the module's class, this, the base) the module's
