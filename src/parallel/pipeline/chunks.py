@@ -22,7 +22,8 @@ __all__ = ["HuggingFaceChunk", "ModelChunk", "chunk_for", "is_hugging_face_causa
 
 
 def is_hugging_face_causal_lm(model: nn.Module) -> bool:
-    """A transformers causal LM: its forward takes input ids or embeddings and returns an output with `.logits`."""
+    """A transformers causal LM, by its class's name (`...ForCausalLM`): transformers' convention for the classes whose
+    forward takes input ids or embeddings and returns an output with `.logits`."""
     return getattr(model, "config", None) is not None and type(model).__name__.endswith("ForCausalLM")
 
 

@@ -1,8 +1,9 @@
 """Hugging Face models under sep: their attention switched to Ulysses through transformers' AttentionInterface.
 
 No model code is copied: the model's own attention modules project, rotate and reshape as always; only the kernel
-between them (SDPA over this rank's chunk) becomes `sep_attention` over the whole sequence. Heads are split by mp
-first (tensor parallelism) and then by sep, so the model's heads must divide by mp × sep.
+between them becomes the axis' own over the whole sequence: `sep_attention` (or cp's) where a layer is plain causal
+attention, else the model's own attention function with the layer's mask at global positions (own_attention.py).
+Heads are split by mp first (tensor parallelism) and then by sep, so the model's heads must divide by mp × sep.
 """
 
 from __future__ import annotations
