@@ -72,6 +72,17 @@ def data_mean(value: torch.Tensor | float, hcg: parallel.HybridGroup) -> float:
     return float(t)
 
 
+def prompt_rows(step: int, count: int, *, vocab: int, seq: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows and labels whose prompt (-100) ends at a different place in each row (2 + row + step tokens): the
+    targets fall unevenly across chunks, ranks and micro-batches."""
+    g = torch.Generator().manual_seed(seed + step)
+    ids = torch.randint(0, vocab, (count, seq), generator=g)
+    labels = ids.clone()
+    for r in range(count):
+        labels[r, : 2 + r + step] = -100
+    return ids, labels
+
+
 def close(actual: torch.Tensor, expected: torch.Tensor, what: str, rtol: float = RTOL, atol: float = ATOL) -> None:
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
 

@@ -12,7 +12,7 @@ import torch
 import parallel
 import strategy
 from hf_models import MOE_EPS
-from rank_helpers import data_mean, init, match_one_process, train_beside_one_process
+from rank_helpers import data_mean, init, match_one_process, prompt_rows, train_beside_one_process
 from tiny_models import tiny_model
 
 VOCAB, SEQ, BATCH, LR, STEPS = 128, 32, 8, 1e-3, 3
@@ -33,13 +33,7 @@ LAYOUTS = {
 
 
 def rows(step: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token rows and labels whose prompt (-100) ends at a different place in each row."""
-    g = torch.Generator().manual_seed(1200 + step)
-    ids = torch.randint(0, VOCAB, (count, SEQ), generator=g)
-    labels = ids.clone()
-    for r in range(count):
-        labels[r, : 2 + r + step] = -100
-    return ids, labels
+    return prompt_rows(step, count, vocab=VOCAB, seq=SEQ, seed=1200)
 
 
 def has_experts(model: torch.nn.Module) -> bool:

@@ -10,7 +10,7 @@ import torch
 import parallel
 import strategy
 from hf_models import MOE_EPS as EPS, moe
-from rank_helpers import close, init, load_quietly, train_beside_one_process
+from rank_helpers import close, init, load_quietly, prompt_rows, train_beside_one_process
 from parallel.topology.dtensors import local
 
 VOCAB, SEQ, ROWS, LR = 64, 16, 2, 1e-3
@@ -21,13 +21,7 @@ def ep_text(ep: int, *, dp: int = -1, extra: str = "") -> str:
 
 
 def _rows(step: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token rows and labels whose prompt (-100) ends at a different place in each row."""
-    g = torch.Generator().manual_seed(900 + step)
-    ids = torch.randint(0, VOCAB, (count, SEQ), generator=g)
-    labels = ids.clone()
-    for r in range(count):
-        labels[r, : 2 + r + step] = -100
-    return ids, labels
+    return prompt_rows(step, count, vocab=VOCAB, seq=SEQ, seed=900)
 
 
 def parity(text: str, kind: str = "qwen3_moe", steps: int = 3, clip: float | None = 1.0) -> dict:
