@@ -108,6 +108,7 @@ def match_plan(model: nn.Module, rules: list[tuple[str, str]], source: str, mp_s
     problems += _heads(model, matches, mp_size)
     problems += _tied(model, matches)
     problems += _unplanned(model, matches)
+    problems += _split_statistics(model, matches)
     if problems:
         listed = problems[0] if len(problems) == 1 else "\n  " + "\n  ".join(problems)  # one problem: one line
         raise StrategyError(f"cannot apply {source} at mp_degree={mp_size}: {listed}", field=STRATEGY_FIELD)
@@ -173,6 +174,18 @@ def _unplanned(model: nn.Module, matches: list[Match]) -> list[str]:
                     "where it acts on the split part, e.g. a norm per head or an activation's learned slopes), or set "
                     "mp_degree: 1"]
     return []
+
+
+def _split_statistics(model: nn.Module, matches: list[Match]) -> list[str]:
+    """Gemma 3n's activation sparsity keeps each token's largest MLP activations by their mean and spread over the
+    intermediate dimension: where a colwise style splits that dimension, each rank would take them over its part."""
+    pattern = getattr(getattr(model, "config", None), "activation_sparsity_pattern", None)
+    values = pattern if isinstance(pattern, (list, tuple)) else [pattern or 0.0]
+    if not any(float(v) > 0 for v in values) or not any(m.style in COLUMN and not COLUMN[m.style] for m in matches):
+        return []
+    return [f"{type(model).__name__}'s activation sparsity (config.activation_sparsity_pattern) keeps each token's "
+            "largest MLP activations by their mean and spread over the intermediate dimension, which the plan splits "
+            "over mp; set the pattern to 0.0 for every layer (a dense MLP, on one process too), or mp_degree: 1"]
 
 
 def _tied(model: nn.Module, matches: list[Match]) -> list[str]:
