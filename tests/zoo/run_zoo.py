@@ -78,11 +78,15 @@ def main() -> int:
     parser.add_argument("--layouts", default=",".join(zoo_cases.LAYOUTS), help="comma-separated zoo_cases.LAYOUTS")
     parser.add_argument("--write", type=Path, help="write the table there (docs/model-zoo.md)")
     parser.add_argument("--json", type=Path, help="write the outcomes there")
+    parser.add_argument("--merge", type=Path, help="an earlier run's --json: its outcomes, with this run's in place of "
+                        "the architectures it runs again (after a fix), make the table")
     args = parser.parse_args()
     layouts = args.layouts.split(",")
     issues = tiny_models.build_issues()
     architectures = args.architectures or [a for a in tiny_models.architectures() if a not in issues]
     results = run(architectures, layouts)
+    if args.merge:
+        results = {**json.loads(args.merge.read_text()), **results}
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     if args.write:
