@@ -17,6 +17,7 @@ from torch import nn
 from strategy import StrategyError
 
 from ..pipeline.runner import LossFn, PipelineModel, StagePlan, check_cut, split_model
+from ..pipeline.split import Cut
 from ..sep.hf import check_heads, is_hugging_face
 from ..sep.hf import install as install_sep_attention
 from ..sep.mixers import check_token_mixers
@@ -155,7 +156,7 @@ def _check_before_any_change(model: nn.Module, matches: list[Match], hcg: Hybrid
     return hf_sequence, experts, stages
 
 
-def _check_recompute_below_the_cut(model: nn.Module, c: Any, hcg: HybridGroup) -> None:
+def _check_recompute_below_the_cut(model: nn.Module, c: Cut, hcg: HybridGroup) -> None:
     """Recompute wraps a module's forward; a stage runs a copy of each container on the way to the blocks, whose
     wrapped forward would still be the whole model's: only the blocks and what lies inside them can be recomputed."""
     path = c.blocks.split(".") if c.blocks else []

@@ -12,6 +12,7 @@ from torch import nn
 
 from ..sep.attention import record_call
 from ..sep.layer_attention import LayerAttention, as_mask
+from ..sep.split import sequence_positions
 from ..topology.groups import HybridGroup
 from .attention import CALLS, gather_sequence
 
@@ -25,9 +26,7 @@ def cp_own_attention(module: nn.Module, q: torch.Tensor, k: torch.Tensor, v: tor
     parts = hcg.cp_size
     record_call(CALLS, parts, q, k)
     keys, values = gather_sequence(k, v, hcg.cp_group, parts)
-    chunk = q.shape[2] // 2
-    mine = torch.cat([torch.arange(c * chunk, (c + 1) * chunk, device=q.device)
-                      for c in (hcg.cp_rank, 2 * parts - 1 - hcg.cp_rank)])
+    mine = sequence_positions(keys.shape[2], hcg, q.device)
     mask = as_mask(layer.allowed(mine, torch.arange(keys.shape[2], device=q.device)), function, q.dtype)
     out, _ = function(module, q, keys, values, mask, **kwargs)
     return out

@@ -74,7 +74,7 @@ class HuggingFaceChunk(nn.Module):
         for name, child in pruned.named_children():
             self.add_module(name, child)
         object.__setattr__(self, "_pruned", pruned)
-        self.first, self.last, self.sequence_split = first, last, sequence_split
+        self.first, self.sequence_split = first, sequence_split
         self.hidden_size = chain.hidden_size
         self.stage_input: torch.Tensor | None = None
 

@@ -17,9 +17,10 @@ from torch.overrides import TorchFunctionMode
 
 from strategy import StrategyError
 
+from .split import FIELD
+
 __all__ = ["LayerChain", "layer_chain"]
 
-FIELD = "hybrid_configs.pp_degree"
 PROBE_TOKENS = 4
 
 
@@ -45,8 +46,8 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
     owner: Any = model
     embedding = owner.get_input_embeddings() if hasattr(owner, "get_input_embeddings") else None
     fed: list[str] = []
-    param = next(model.parameters())
-    ids = torch.zeros(1, PROBE_TOKENS, dtype=torch.long, device=param.device)
+    ids = torch.zeros(1, PROBE_TOKENS, dtype=torch.long, device=next(model.parameters()).device)
+    clock = _Clock()
 
     def used(name: str, first: bool):  # a hook noting an end's module the layers depend on
         return lambda *_: fed.append(name) if first or len(calls) < len(layers) or len(calls[-1]) < 4 else None
@@ -67,7 +68,6 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
 
         handles += [layer.register_forward_pre_hook(enter, with_kwargs=True),
                     layer.register_forward_hook(leave, with_kwargs=True)]
-    clock = _Clock()
     with clock:
         _run_once(model, ids, handles)
     problem = _break_in(calls, len(layers), clock.made, clock.started) or (
@@ -76,9 +76,10 @@ def layer_chain(model: nn.Module, blocks: str, before: tuple[str, ...] = (), aft
         raise StrategyError(
             f"{FIELD} > 1 cuts {type(model).__name__}'s layers ({blocks}) into stages that hand each other only the "
             f"hidden states, but {problem}; set pp_degree: 1 for this architecture", field=FIELD)
-    outputs = [c[3] for c in calls]
-    first = outputs[0][0] if isinstance(outputs[0], tuple) else outputs[0]
-    return LayerChain(blocks, int(first.shape[-1]), len(outputs[0]) if isinstance(outputs[0], tuple) else 0, tuple(_plain(m) for m in layers))
+    out = calls[0][3]
+    first = out[0] if isinstance(out, tuple) else out
+    return LayerChain(blocks, int(first.shape[-1]), len(out) if isinstance(out, tuple) else 0,
+                      tuple(_plain(m) for m in layers))
 
 
 class _Clock(TorchFunctionMode):

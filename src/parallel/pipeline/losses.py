@@ -15,9 +15,9 @@ from torch import nn
 
 from strategy import StrategyError
 
-__all__ = ["check_whole_loss", "next_token_loss"]
+from .split import FIELD
 
-FIELD = "hybrid_configs.pp_degree"
+__all__ = ["check_whole_loss", "next_token_loss"]
 
 
 def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
