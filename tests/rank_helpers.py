@@ -113,11 +113,12 @@ class RecordedWait:
 
 
 def train_beside_one_process(hcg: parallel.HybridGroup, model, reference, rows, *, rows_per_rank: int, lr: float,
-                             steps: int = 3, clip: float | None = 1.0, eps: float = ADAMW_EPS, split: bool = True) -> dict:
+                             steps: int = 3, clip: float | None = 1.0, eps: float = ADAMW_EPS, split: bool = True,
+                             match: bool = True) -> dict:
     """AdamW steps of `model` (parallelised) and of `reference` (one process) on the same batches: each data rank
     its `rows_per_rank` rows of `rows(step, count)` (ids, labels), fed as `split_sequence` pieces (`split`) or whole;
     the reference's loss the mean over the data ranks of each one's. After the steps the parameters must be the
-    reference's (match_one_process, else AssertionError); returns each step's loss and gradient norm, both sides."""
+    reference's (match_one_process, else AssertionError; `match` False leaves that to the caller); returns each step's loss and gradient norm, both sides."""
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=lr, eps=eps), max_grad_norm=clip)
     ref_opt = torch.optim.AdamW(reference.parameters(), lr=lr, eps=eps)
     out: dict[str, list[float]] = {"losses": [], "ref_losses": [], "norms": [], "ref_norms": []}
@@ -139,7 +140,8 @@ def train_beside_one_process(hcg: parallel.HybridGroup, model, reference, rows, 
         out["ref_norms"].append(float(torch.nn.utils.clip_grad_norm_(reference.parameters(), clip)) if clip else 0.0)
         ref_opt.step()
         ref_opt.zero_grad()
-    match_one_process(model, reference)
+    if match:
+        match_one_process(model, reference)
     parallel.check_replicas(model, grads=False)
     return out
 
