@@ -10,6 +10,7 @@ Model states, by what the runtime keeps (measured on it, tests/strategy/planning
   FSDP2 holds only during the step, counted under activations as the gathered weights).
 - mp splits q/k/v/gate/up by rows, o/down by columns, the embedding and LM head by vocabulary; norms and the router
   are whole on every mp rank. Experts are split over ep (each rank its block), and over moe_sharding when it is > 1
+  (at ep 1 they are weights like any other, sharded by sharding_degree)
   (FSDP2 again); pp keeps each stage's layers (the embedding with the first, the final norm and head with the last;
   a head tied to the embedding is a copy of its weight there, with its own gradient and optimizer state).
 
@@ -44,8 +45,6 @@ from typing import Any
 from .shapes import ModelShape, model_shape
 
 __all__ = ["MemoryEstimate", "estimate_memory"]
-
-NORM_PARTS = ("norms", "qk_norm", "norm")  # fp32 under pure amp (cast_for_amp leaves normalisation layers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,46 +85,48 @@ def estimate_memory(model: ModelShape | Mapping[str, Any] | str, resolved: Any, 
                           dict(largest.items), stages)
 
 
-def _layers_of(shape: ModelShape, resolved: Any, pp_rank: int) -> tuple[int, bool, bool]:
-    """(layers, holds the embedding, holds the head) of pp rank `pp_rank`."""
+def _layers_of(shape: ModelShape, resolved: Any, pp_rank: int) -> tuple[set[int], bool, bool]:
+    """(the layers, holds the embedding, holds the head) of pp rank `pp_rank`: its stages' equal contiguous ranges
+    (parallel.pipeline.split.chunk_blocks)."""
     if resolved.pp_degree == 1:
-        return shape.layers, True, True
+        return set(range(shape.layers)), True, True
     p = resolved.pipeline
     chunks = p.num_stages
     stages = p.stages_of(pp_rank)
-    return shape.layers * len(stages) // chunks, 0 in stages, chunks - 1 in stages
+    size = shape.layers // chunks
+    return {i for s in stages for i in range(s * size, (s + 1) * size)}, 0 in stages, chunks - 1 in stages
 
 
 def _stage(shape: ModelShape, r: Any, pp_rank: int, seq_len: int, mbs: int) -> MemoryEstimate:
-    layers, first, last = _layers_of(shape, r, pp_rank)
-    dense, norms, experts = _local_elements(shape, r, layers, first, last)
+    held, first, last = _layers_of(shape, r, pp_rank)
+    layers = len(held)
+    dense, norms, experts = _local_elements(shape, r, held, first, last)
     params, grads, optim = _model_states(r, dense, norms, experts)
     items = _activations(shape, r, layers, first, last, seq_len, mbs, pp_rank)
     items.update(_transient_weights(shape, r, layers, first, last, dense, norms, experts))
     return MemoryEstimate(params, grads, optim, sum(items.values()), items)
 
 
-def _local_elements(shape: ModelShape, r: Any, layers: int, first: bool, last: bool) -> tuple[float, float, float]:
+def _local_elements(shape: ModelShape, r: Any, held: set[int], first: bool, last: bool) -> tuple[float, float, float]:
     """This rank's elements by how they are held: dense (16-bit under pure amp), norms (fp32 always), experts."""
     mp, ep = r.mp_degree, r.experts.ep_degree
-    sparse_share = shape.sparse_layers / shape.layers if shape.layers else 0.0
     dense = norms = experts = 0.0
     for part in shape.parts():
         n = part.numel / (mp if part.mp else 1)
         count: float
         if part.where == "embed":  # a tied head is the embedding's weight: the last stage holds a copy of its own
             count = 1 if first or (last and shape.tied) else 0
+        elif part.where == "first":
+            count = 1 if first else 0
         elif part.where == "head":
             count = 1 if last else 0
-        elif part.name in ("router", "experts"):
-            count = layers * sparse_share
-        elif part.name in ("mlp_gate_up", "mlp_down"):
-            count = layers * (1 - sparse_share)
-        else:
-            count = layers
-        if part.expert:
+        elif part.layers:  # the layers that have it, of those this rank holds
+            count = len(held.intersection(part.layers))
+        else:  # this rank's share of the layers that have it (the sparse ones, the dense ones, all)
+            count = len(held) * part.count / shape.layers
+        if part.expert and ep > 1:  # (at ep 1 the experts are weights like any other: sharding shards them)
             experts += n / ep * count
-        elif part.name in NORM_PARTS:
+        elif part.norm:  # fp32 under pure amp (cast_for_amp leaves normalisation layers)
             norms += n * count
         else:
             dense += n * count
@@ -166,7 +167,8 @@ def _transient_weights(shape: ModelShape, r: Any, layers: int, first: bool, last
     if sharding > 1:  # FSDP2's gathered weights during the step, in the compute dtype: at stage 3 two blocks (one
         # prefetched) and the root (embedding, final norm and head, never resharded), else all of them
         ends = sum(p.numel / (mp if p.mp else 1) for p in shape.parts()
-                   if (p.where == "embed" and (first or (last and shape.tied))) or (p.where == "head" and last))
+                   if (p.where == "embed" and (first or (last and shape.tied))) or (p.where == "first" and first)
+                   or (p.where == "head" and last))
         block = (dense + norms - ends) / max(1, layers)
         items["gathered weights (FSDP2)"] = compute * (2 * block + ends if r.sharding.stage == 3 else dense + norms)
         merge = getattr(getattr(r, "gradient_merge", None), "k_steps", 1)
@@ -189,7 +191,7 @@ def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool
     h, d = shape.hidden, shape.head_dim
     act = 2 if r.amp.enabled else 4  # what the linear layers put out (autocast's dtype under amp)
     stream = 2 if r.amp.enabled and r.amp.pure else 4  # the residual stream's dtype: the weights' under amp
-    layer, head_token = _per_token(shape, r, sp, act, stream)
+    layer, head_token = _per_token(shape, r, sp, act, stream, seq_len)
     per_layer = tokens * layer
     # The last stage: the final norm, the head's input, and the fp32 log-probabilities the loss keeps (once; the
     # logits whole on every mp rank: Hugging Face's plan gathers the LM head's output).
@@ -219,7 +221,7 @@ def _activations(shape: ModelShape, r: Any, layers: int, first: bool, last: bool
     return items
 
 
-def _per_token(shape: ModelShape, r: Any, sp: bool, act: int, stream: int) -> tuple[float, float]:
+def _per_token(shape: ModelShape, r: Any, sp: bool, act: int, stream: int, seq_len: int) -> tuple[float, float]:
     """Bytes a token saves for backward in one decoder layer, and in the last stage's norm, head and loss."""
     mp, sep, cp = r.mp_degree, r.sep_degree, r.cp_degree
     h, a, g, d = shape.hidden, shape.heads / mp, shape.kv_heads / mp, shape.head_dim
@@ -244,6 +246,10 @@ def _per_token(shape: ModelShape, r: Any, sp: bool, act: int, stream: int) -> tu
     attention = 2 * a * d * act + 4 * a + 2 * g * d * act * cp + (a * d * act if sep * cp > 1 else 0)
     if shape.qk_norm:
         attention += (a + g) * (d * (4 + stream) + 4)
+    # Eager attention's scores: each of this rank's query tokens against every key (sep: whole sequences of 1/sep of
+    # the heads; cp: 1/cp of the queries against the gathered keys), the softmax's fp32 output and, under amp, its
+    # cast that the product with v keeps.
+    attention += shape.attention_scores * a * seq_len * (4 + (act if act != 4 else 0))
     sparse_share = shape.sparse_layers / shape.layers if shape.layers else 0.0
     # a dense MLP: gate, up, their activation and product; a sparse one: each of a token's top-k copies (dispatched,
     # through its expert's gate, up, activation and product, out, its routing weight; four int64 indices), the

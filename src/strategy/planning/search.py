@@ -354,7 +354,9 @@ def strategy_text(c: Candidate, seq_len: int, gpus: int) -> str:
 def _message(shape: ModelShape, kept: list[Candidate], least: tuple[float, Any], budget: float, gpus: int,
              shaped: list[dict[str, Any]], searched: int) -> str:
     if kept:
-        return f"{len(kept)} of {searched} strategies shown, fastest first"
+        counted = (f" ({shape.model_type}'s weights counted from the model itself, its activations by the Llama "
+                   "family's terms at its widths)" if shape.counted else "")
+        return f"{len(kept)} of {searched} strategies shown, fastest first{counted}"
     if not searched:
         why = "; ".join(f"{r['why']} ({r['layouts']} layout{'s' if r['layouts'] != 1 else ''})" for r in shaped[:3])
         why = why or "none"

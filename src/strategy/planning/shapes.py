@@ -24,8 +24,9 @@ class Part:
     """One weight (or bias) of the model: its elements, and how the runtime splits it.
 
     `mp`: "column" (output rows split over mp), "row" (input columns split), "vocab" (embedding rows) or "" (replicated
-    over mp); `expert`: a block of experts (split over ep, whole over mp); `where`: "embed", "layer" (one per layer,
-    `count` of them) or "head" (the final norm and LM head)."""
+    over mp); `expert`: a block of experts (split over ep, whole over mp); `where`: "embed" (the input embedding), "first"
+    (another weight before the layers, on the first stage), "layer" (one per layer, `count` of them) or "head" (the
+    final norm and LM head, and what else follows the layers); `norm`: a normalisation's weight (fp32 under pure amp)."""
 
     name: str
     numel: int
@@ -33,6 +34,8 @@ class Part:
     expert: bool = False
     where: str = "layer"
     count: int = 1
+    norm: bool = False
+    layers: tuple[int, ...] = ()  # which layers have it, where known (counted from the model); else `count` of them
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,13 @@ class ModelShape:
     top_k: int = 0
     expert_intermediate: int = 0
     sparse_layers: int = 0  # layers with experts (the others have the dense MLP)
+    # Eager attention (a model whose config asks for it): the s×s score tensors a layer saves for backward, per head,
+    # in fp32 units (1: the softmax's output; Gemma 2's softcap 2, gpt-oss's sink column 1 + 1/s); 0 under a fused
+    # kernel (SDPA, flash), which keeps a log-sum-exp instead.
+    attention_scores: float = 0.0
+    # Every weight as counted from the model itself (parallel.compose.model_shape, for any other model_type); empty:
+    # the Llama family's layout below, from the widths above.
+    counted: tuple[Part, ...] = ()
 
     @property
     def dense_layers(self) -> int:
@@ -61,16 +71,18 @@ class ModelShape:
 
     def parts(self) -> list[Part]:
         """Every weight, as `Part`s (a layer's weights with `count` = the layers that have them)."""
+        if self.counted:
+            return list(self.counted)
         h, a, g, d = self.hidden, self.heads, self.kv_heads, self.head_dim
         parts = [Part("embed_tokens", self.vocab * h, "vocab", where="embed")]
         n = self.layers
         parts += [Part("q_proj", h * a * d, "column", count=n), Part("k_proj", h * g * d, "column", count=n),
                   Part("v_proj", h * g * d, "column", count=n), Part("o_proj", a * d * h, "row", count=n),
-                  Part("norms", 2 * h, count=n)]
+                  Part("norms", 2 * h, count=n, norm=True)]
         if self.qkv_bias:
             parts.append(Part("qkv_bias", (a + 2 * g) * d, "column", count=n))
         if self.qk_norm:
-            parts.append(Part("qk_norm", 2 * d, count=n))
+            parts.append(Part("qk_norm", 2 * d, count=n, norm=True))
         if self.dense_layers:
             parts += [Part("mlp_gate_up", 2 * h * self.intermediate, "column", count=self.dense_layers),
                       Part("mlp_down", self.intermediate * h, "row", count=self.dense_layers)]
@@ -78,7 +90,7 @@ class ModelShape:
             parts += [Part("router", h * self.experts, count=self.sparse_layers),
                       Part("experts", 3 * h * self.expert_intermediate * self.experts, expert=True,
                            count=self.sparse_layers)]
-        parts.append(Part("norm", h, where="head"))
+        parts.append(Part("norm", h, where="head", norm=True))
         if not self.tied:
             parts.append(Part("lm_head", self.vocab * h, "column", where="head"))
         return parts
@@ -118,7 +130,7 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
         c = loaded
     kind = str(c.get("model_type", "llama"))
     if kind not in KNOWN:
-        raise ValueError(f"model_type {kind!r} is not a decoder the memory model knows ({', '.join(KNOWN)})")
+        return _counted_by_the_runtime(c, kind)
 
     def need(key: str, *aliases: str) -> int:
         for k in (key, *aliases):
@@ -144,3 +156,21 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
         tied=bool(c.get("tie_word_embeddings", False)),
         qkv_bias=kind == "qwen2" or bool(c.get("attention_bias", False)), qk_norm=kind in ("qwen3", "qwen3_moe"),
         experts=experts, top_k=top_k, expert_intermediate=expert_inner, sparse_layers=sparse)
+
+
+def _counted_by_the_runtime(config: dict[str, Any], kind: str) -> ModelShape:
+    """Another model_type's shape, counted from the model itself by the runtime (parallel.compose.model_shape, found
+    through the `strategy.model_shapes` entry point so that this package never imports torch)."""
+    from importlib.metadata import entry_points
+
+    problem = "the runtime is not installed"
+    for entry in entry_points(group="strategy.model_shapes"):
+        try:
+            count = entry.load()
+        except ImportError as e:  # (torch or transformers missing)
+            problem = f"the runtime's {entry.name} counter cannot load: {e}"
+            continue
+        return count(config)  # type: ignore[no-any-return]
+    raise ValueError(f"model_type {kind!r}: the memory model reads {', '.join(KNOWN)} from their config and counts any "
+                     f"other causal LM from the model itself, but {problem}; install it with transformers "
+                     "(pip install 'distributed-strategy[hf]')")

@@ -18,8 +18,14 @@ SEQ, ROWS = 32, 2
 
 
 def config(kind: str) -> dict:
-    """A small config of `kind`: llama, qwen2, qwen2_tied (its LM head tied to the embedding) or qwen3_moe."""
+    """A small config of `kind`: llama, qwen2, qwen2_tied (its LM head tied to the embedding) or qwen3_moe, or any
+    other model_type at the zoo's tiny config (tests/zoo/tiny_models.py; counted by the runtime)."""
     import transformers
+
+    if kind not in ("llama", "qwen2", "qwen2_tied", "qwen3_moe"):
+        from tiny_models import tiny_config
+
+        return tiny_config(kind).to_dict()
 
     tied = kind.endswith("_tied")
     kind = kind.removesuffix("_tied")

@@ -94,13 +94,44 @@ def test_a_world_no_degree_set_fills_is_a_message_not_an_empty_table():
     assert "the global batch 8 does not divide over the data ranks" in result.message
 
 
-def test_a_model_the_memory_model_does_not_know_is_a_usage_error(tmp_path, capsys):
+# The published config.json of openai-community/gpt2 (the keys its model reads): 124,439,808 parameters.
+GPT2 = {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12, "n_head": 12,
+        "tie_word_embeddings": True}
+
+
+def test_any_other_causal_lm_is_planned_with_its_weights_counted_from_the_model_itself(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    shape = model_shape(GPT2)
+    assert shape.parameters == 124_439_808 and shape.tied and shape.layers == 12
     path = tmp_path / "config.json"
-    path.write_text(json.dumps({"model_type": "gpt2", "n_embd": 768}))
+    path.write_text(json.dumps(GPT2))
+    assert main(["plan", "--model", str(path), "--gpus", "8", "--gpu-memory", "80GB", "--seq-len", "1024",
+                 "--global-batch", "8"]) == 0
+    assert ("(gpt2's weights counted from the model itself, its activations by the Llama family's terms at its "
+            "widths)") in capsys.readouterr().out
+
+
+def test_a_model_type_without_a_causal_lm_is_a_usage_error_naming_it(tmp_path, capsys):
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "t5"}))
     assert main(["plan", "--model", str(path), "--gpus", "8", "--gpu-memory", "80GB", "--seq-len", "1024",
                  "--global-batch", "8"]) == 2
-    assert capsys.readouterr().err.strip() == ("strategy plan: model_type 'gpt2' is not a decoder the memory model knows "
-                                               "(llama, mistral, qwen2, qwen3, mixtral, qwen3_moe)")
+    assert capsys.readouterr().err.strip() == (
+        f"strategy plan: model_type 't5': transformers {transformers.__version__} builds no causal LM of this config "
+        "(Unrecognized configuration class <class 'transformers.models.t5.configuration_t5.T5Config'> for this kind "
+        "of AutoModel: AutoModelForCausalLM.); plan a model whose config.json AutoModelForCausalLM.from_config takes")
+
+
+def test_without_the_runtime_another_model_type_is_refused_naming_the_install(monkeypatch):
+    import importlib.metadata
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    with pytest.raises(ValueError) as e:
+        model_shape(GPT2)
+    assert str(e.value) == ("model_type 'gpt2': the memory model reads llama, mistral, qwen2, qwen3, mixtral, qwen3_moe "
+                            "from their config and counts any other causal LM from the model itself, but the runtime "
+                            "is not installed; install it with transformers (pip install 'distributed-strategy[hf]')")
 
 
 def test_a_moe_model_is_planned_with_its_experts_split_over_ep():

@@ -39,6 +39,7 @@ RUNS = [
     (2, "qwen3_moe", BF16 + "recompute: true hybrid_configs { ep_degree: 2 }"),
     (4, "qwen3_moe", "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } ep_degree: 2 "
                      "moe_sharding_degree: 2 }"),
+    (2, "qwen3_moe", "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } }"),  # ep 1: experts sharded
 ]
 
 
@@ -52,6 +53,26 @@ def test_the_estimate_is_what_each_rank_holds(pools, world, kind, text):
                 continue  # the pipeline's train_batch steps and clears them itself; counted with the others above
             assert measured[what] == pytest.approx(estimated[what], rel=0.01), (rank, what)
         assert measured["activations"] == pytest.approx(estimated["activations"], rel=0.10), rank
+
+
+# Any other causal LM (the zoo's tiny configs): its weights counted from the model itself, exact at every axis; its
+# activations by the Llama family's terms at its widths, within the band measured on these (0.6x to 2.1x: Gemma 2's
+# four norms a layer and softcapped eager scores, gpt-oss's sinks and experts, GPT-NeoX's parallel blocks).
+OTHERS = [
+    (2, "gemma2", "hybrid_configs { mp_degree: 2 }"),
+    (2, "gpt_neox", PP),
+    (2, "deepseek_v3", PP),  # dense first layer, latent attention, shared experts: stages of unequal weights
+    (2, "gpt_oss", "hybrid_configs { ep_degree: 2 sharding_degree: 2 sharding_configs { stage: 1 } }"),
+]
+
+
+@pytest.mark.parametrize(("world", "kind", "text"), OTHERS, ids=[f"{k}-{t[:40]}" for _, k, t in OTHERS])
+def test_any_other_architectures_model_states_are_counted_exactly(pools, world, kind, text):
+    for rank, result in enumerate(pools(world).run(cases.measure, kind, text, timeout=120)):
+        measured, estimated = result["measured"], result["estimated"]
+        for what in ("parameters", "optimizer") + (() if "pp_degree" in text else ("gradients",)):
+            assert measured[what] == pytest.approx(estimated[what], rel=0.01), (rank, what)
+        assert 0.5 < measured["activations"] / estimated["activations"] < 2.5, rank
 
 
 def test_model_states_drop_the_fp32_gradient_after_the_step_under_pure_bf16():
