@@ -106,7 +106,9 @@ class Tool:
     `fsdp_by_default` whether its data parallelism is FSDP unless told otherwise, so that with cp it shards over the
     cp ranks even where no data rank shards; `fsdp_spans_cp` whether its FSDP mesh spans the cp ranks too, which
     sharding_degree here does not; `world_hint` where a run of the tool states its world size, when its files
-    cannot (Paddle's argument files: the launch command's devices).
+    cannot (Paddle's argument files: the launch command's devices); `experts_span_tp` whether its experts stay whole
+    on every rank, so that expert parallelism may take any rank of a pipeline stage, tensor-parallel ones included
+    (PaddleFormers always; Megatron and torchtitan at expert tensor degree 1).
     """
 
     kind: str
@@ -124,6 +126,7 @@ class Tool:
     fsdp_by_default: bool = False
     fsdp_spans_cp: bool = False
     world_hint: str = ""
+    experts_span_tp: bool = False
 
     def rule(self, key: str) -> Rule | None:
         return next((r for r in self.rules if r.matches(key)), None)

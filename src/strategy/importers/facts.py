@@ -20,7 +20,10 @@ FACTS: dict[str, str] = {
     "pp": "hybrid_configs.pp_degree",
     "sep": "hybrid_configs.sep_degree",
     "cp": "hybrid_configs.cp_degree",
-    "ep": "hybrid_configs.ep_degree (carved out of the ranks outside mp and pp)",
+    "ep": "hybrid_configs.ep_degree (carved out of the ranks outside mp and pp; out of a pipeline stage's ranks, mp's "
+          "included, where the experts stay whole: PaddleFormers, or an expert tensor degree of 1)",
+    "etp": "the experts' own tensor degree: 1 keeps each expert whole, so that ep_degree may span the tensor-parallel "
+           "ranks too; above 1 no counterpart (experts stay whole on every mp rank here)",
     "replicate": "hybrid_configs.dp_degree",
     "shard": "hybrid_configs.sharding_degree (-1: the data ranks left)",
     "shard_group": "hybrid_configs.sharding_degree = this, dp_degree = the data ranks left (HSDP)",

@@ -56,8 +56,7 @@ RULES = (
     Rule(key="pipeline-model-parallel-size", means="pp", read=integer(), cite="parallel"),
     Rule(key="context-parallel-size", means="cp", read=integer(), cite="parallel"),
     Rule(key="expert-model-parallel-size", means="ep", read=integer(), cite="parallel"),
-    Rule(key="expert-tensor-parallel-size", reason="splits inside experts have no counterpart (ep_degree only)",
-         cite="parallel"),
+    Rule(key="expert-tensor-parallel-size", means="etp", read=integer(), cite="parallel"),
     Rule(key="model-parallel-size", reason="Megatron's old spelling, refused by arguments.py: use "
                                            "--tensor-model-parallel-size", cite="args"),
     Rule(key="num-layers-per-virtual-pipeline-stage", means="layers_per_virtual", read=integer(), cite="args"),

@@ -146,7 +146,7 @@ DEFAULTS = (
         "use_dualpipev", "offload_queue", "forward_backward_overlap_scheduler", "variable_seq_lengths")),
 )
 
-TOOL = Tool(script=launched, world_hint=LAUNCHED_WORLD, kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
+TOOL = Tool(script=launched, world_hint=LAUNCHED_WORLD, experts_span_tp=True, kind="paddleformers", name="PaddleFormers", sources=SOURCES, rules=RULES, leaves=file_leaves, defaults=DEFAULTS,
             finish=finisher(Trainer(name="PaddleFormers", expert_order="pf", master_grad_needs_amp=True, eval_batch=True,
                            eval_needs_strategy=True,
                            granularity_switches=True, pp_always={_PP + "delay_scale_loss": True})))

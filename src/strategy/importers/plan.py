@@ -2,7 +2,8 @@
 
 World = dp · pp · sharding · sep · cp · mp. The data ranks (world / (mp · pp · sep · cp)) go to dp_degree, or to
 sharding_degree under ZeRO / FSDP; ep_degree is carved out of the ranks outside mp and pp (Megatron's and torchtitan's
-rule), never multiplying the world. Each fact is stated once by the tools' rules; this module (with `world`, the world
+rule), or out of a pipeline stage's ranks where experts stay whole (PaddleFormers; an expert tensor degree of 1),
+never multiplying the world. Each fact is stated once by the tools' rules; this module (with `world`, the world
 size and the degrees it sizes, on `ledger`'s bookkeeping) is the one place that turns facts into fields, so every
 importer maps alike.
 """
@@ -16,6 +17,10 @@ from .facts import SCHEDULES, Occurrence, Outcome
 from .world import World
 
 __all__ = ["plan"]
+
+# How a tool keeps each expert whole (its expert tensor degree 1), which lets ep span the tensor-parallel ranks.
+_EXPERTS_WHOLE = {"megatron": "--expert-tensor-parallel-size 1",
+                  "torchtitan": "parallelism.expert_tensor_parallel_degree = 1"}
 
 
 def plan(occurrences: list[Occurrence], leaves: list[Leaf], tool: Tool, world_size: int | None
@@ -206,15 +211,33 @@ class _Planner(World):
                       "the data ranks only")
 
     def experts(self) -> None:
+        """ep_degree out of the data ranks (Megatron's and torchtitan's rule while experts split over tp too), or out
+        of a pipeline stage's ranks where each expert stays whole (PaddleFormers; an expert tensor degree of 1)."""
+        etp = self.get("etp")
+        if etp is not None and int(etp) > 1:
+            self.mark("etp", "no counterpart", f"{self.said('etp')} splits each expert over tensor-parallel ranks; here "
+                      "experts stay whole on every mp rank (ep_degree splits them between ranks)")
         if not self.has("ep"):
+            if etp is not None and int(etp) <= 1:
+                self.mark("etp", "mapped", "no expert parallelism: nothing to split")
             return
         ep = int(self.get("ep"))
-        self.set("hybrid_configs.ep_degree", ep, "ep")
-        if self.world is not None:
-            rest = self.world // (self.tp * self.pp)
-            if rest % ep:
-                raise self.error("ep", f"{self.said('ep')} must divide the {rest} ranks outside tensor and pipeline "
-                                 f"parallelism at {self.world_text()} (experts are carved out of the data ranks)")
+        whole = self.tool.experts_span_tp or (etp is not None and int(etp) == 1)
+        self.set("hybrid_configs.ep_degree", ep, "ep", *(("etp",) if etp is not None and int(etp) == 1 else ()))
+        if self.world is None:
+            return
+        rest = self.world // (self.pp if whole else self.tp * self.pp)
+        if rest % ep == 0:
+            return
+        if whole:
+            raise self.error("ep", f"{self.said('ep')} must divide the {rest} ranks of a pipeline stage at "
+                             f"{self.world_text()} (experts whole on every rank: ep spans the tensor-parallel ranks "
+                             "too)")
+        whole_key = _EXPERTS_WHOLE.get(self.tool.kind)
+        fix = (f"; or keep each expert whole ({whole_key}), and ep may span the tensor-parallel ranks too, up to the "
+               f"{self.world // self.pp} ranks of a stage" if whole_key and (self.world // self.pp) % ep == 0 else "")
+        raise self.error("ep", f"{self.said('ep')} must divide the {rest} ranks outside tensor and pipeline "
+                         f"parallelism at {self.world_text()} (experts are carved out of the data ranks){fix}")
 
     def batches(self) -> None:
         micro, glob, acc, pp_micro = (self.get(f) for f in ("micro", "global", "accum", "pp_micro"))

@@ -99,8 +99,7 @@ RULES = (
     Rule(key="parallelism.context_parallel_*", reason="ring attention's load balancer and rotation are the cp "
                                                      "runtime's own", cite="job"),
     Rule(key="parallelism.expert_parallel_degree", means="ep", read=integer(), cite="dims"),
-    Rule(key="parallelism.expert_tensor_parallel_degree", cite="dims",
-         reason="splits inside experts have no counterpart (ep_degree only)"),
+    Rule(key="parallelism.expert_tensor_parallel_degree", means="etp", read=integer(), cite="dims"),
     Rule(key="parallelism.expert_parallel_comm_backend", reason="DeepEP kernels have no counterpart", cite="job"),
     Rule(key="activation_checkpoint.mode", means="recompute", cite="job", read=choice({
         "full": True, "none": False, "selective": NoCounterpart(SELECTIVE),

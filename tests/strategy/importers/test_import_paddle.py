@@ -285,6 +285,23 @@ def test_paddleformers_experts_write_ep_and_moe_sharding_as_it_does(write):
     assert (resolved.ep_degree, resolved.moe_sharding_degree) == (4, 2)
 
 
+def test_paddleformers_experts_span_the_tensor_parallel_ranks_of_a_stage(write):
+    """PaddleFormers' full_tp_pp_ep.yaml at 8 ranks (tp 2, pp 2, sharding stage1, ep 4): its experts are whole on every
+    rank of a stage, tp's included, so ep 4 of a stage's 4 ranks and moe_sharding world // (pp · ep) = 1, which the
+    runtime runs; the data-ranks rule of Megatron and torchtitan would refuse it (2 ranks outside tp and pp)."""
+    text = ("tensor_model_parallel_size: 2\npipeline_model_parallel_size: 2\nsharding: stage1\n"
+            "use_expert_parallel: true\nexpert_model_parallel_size: 4\nbf16: true\ngradient_accumulation_steps: 4\n")
+    imported = import_config(write("full_tp_pp_ep.yaml", text), world_size=8)
+    h = imported.strategy.hybrid_configs
+    assert (h.mp_degree, h.pp_degree, h.sharding_degree, h.ep_degree, h.moe_sharding_degree) == (2, 2, 2, 4, 1)
+    resolved = strategy.resolve(imported.strategy, world_size=8)
+    assert (resolved.ep_degree, resolved.moe_sharding_degree) == (4, 1)
+    with pytest.raises(strategy.StrategyError, match="must divide the 4 ranks of a pipeline stage") as e:
+        import_config(write("b.yaml", text.replace("expert_model_parallel_size: 4", "expert_model_parallel_size: 8")),
+                      world_size=8)
+    assert e.value.line == 5
+
+
 @pytest.mark.parametrize("text, message", [
     ("expert_model_parallel_size: 4\nuse_expert_parallel: true\nsharding_parallel_size: 4\nbf16: true\n",
      "data parallel degree 2 with expert parallelism .PaddleFormers asserts dp 1."),

@@ -284,8 +284,32 @@ def test_tensor_parallelism_is_sequence_parallel_as_torchtitans_plan(titan):
 def test_expert_parallelism_is_carved_out_of_the_data_ranks(titan):
     s = titan("[parallelism]\nexpert_parallel_degree = 4\n", world_size=8).strategy
     assert (s.hybrid_configs.ep_degree, s.hybrid_configs.sharding_degree) == (4, 8)
-    with pytest.raises(strategy.StrategyError, match="must divide the 2 ranks outside tensor and pipeline"):
+    with pytest.raises(strategy.StrategyError, match="must divide the 2 ranks outside tensor and pipeline") as e:
         titan("[parallelism]\nexpert_parallel_degree = 4\ntensor_parallel_degree = 4\n", world_size=8)
+    assert e.value.message.endswith("or keep each expert whole (parallelism.expert_tensor_parallel_degree = 1), and "
+                                    "ep may span the tensor-parallel ranks too, up to the 8 ranks of a stage")
+
+
+def test_experts_kept_whole_let_expert_parallelism_span_the_tensor_parallel_ranks(titan, imp):
+    """torchtitan's and Megatron's expert tensor degree 1: ep over any rank of a pipeline stage, tp's included, which
+    the runtime runs (experts are whole on every mp rank there); above 1 the split inside experts is said to be lost."""
+    text = "[parallelism]\nexpert_parallel_degree = 4\ntensor_parallel_degree = 4\nexpert_tensor_parallel_degree = 1\n"
+    imported = titan(text, world_size=8)
+    h = imported.strategy.hybrid_configs
+    assert (h.ep_degree, h.mp_degree, h.sharding_degree) == (4, 4, 2)
+    assert "hybrid_configs.ep_degree" in entry(imported, "parallelism.expert_tensor_parallel_degree").fields
+    resolved = strategy.resolve(imported.strategy, world_size=8)
+    assert (resolved.ep_degree, resolved.mp_degree) == (4, 4)
+    megatron = imp("args.txt", "--tensor-model-parallel-size 2 --expert-model-parallel-size 8 "
+                   "--expert-tensor-parallel-size 1 --use-distributed-optimizer --bf16\n", kind="megatron", world_size=8)
+    assert (megatron.strategy.hybrid_configs.ep_degree, megatron.strategy.hybrid_configs.mp_degree) == (8, 2)
+    assert strategy.resolve(megatron.strategy, world_size=8).ep_degree == 8
+    with pytest.raises(strategy.StrategyError, match="or keep each expert whole .--expert-tensor-parallel-size 1."):
+        imp("args.txt", "--tensor-model-parallel-size 2 --expert-model-parallel-size 8\n", kind="megatron",
+            world_size=8)
+    split = titan("[parallelism]\nexpert_parallel_degree = 2\nexpert_tensor_parallel_degree = 2\n", world_size=8)
+    e = entry(split, "parallelism.expert_tensor_parallel_degree")
+    assert e.status == "no counterpart" and "experts stay whole on every mp rank" in e.reason
 
 
 def test_malformed_toml_is_a_located_error(titan):
