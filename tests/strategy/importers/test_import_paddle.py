@@ -302,6 +302,22 @@ def test_paddleformers_experts_span_the_tensor_parallel_ranks_of_a_stage(write):
     assert e.value.line == 5
 
 
+def test_fused_optimizer_states_are_a_storage_choice_decided_here_and_validate_strictly(write):
+    """PaddleFormers' launch scripts pass "split_param enable_fuse_optimizer_states" (PaddleNLP reads the words,
+    PaddleFormers 1.2.0 its fuse_optimizer_states switch): Paddle's one storage for a rank's optimizer states; here the
+    torch optimizer keeps them per shard, the same values, so strict validation takes the run."""
+    for name, text in (("a.json", '{"tensor_parallel_degree": 2, "sharding": "stage1", "bf16": true, "amp_master_grad": '
+                                  'true, "sharding_parallel_config": "split_param enable_fuse_optimizer_states"}'),
+                       ("b.yaml", "tensor_model_parallel_size: 2\nsharding: stage1\nfuse_optimizer_states: true\n"
+                                  "bf16: true\n")):
+        imported = import_config(write(name, text), world_size=8)
+        assert imported.strategy.hybrid_configs.sharding_configs.enable_fuse_optimizer_states, name
+        strategy.resolve(imported.strategy, world_size=8, policy="strict")
+    text = " ".join(strategy.explain(imported.strategy, world_size=8).split())
+    row = text.split("sharding_configs.enable_fuse_optimizer_states true set ", 1)[1]
+    assert row.startswith("decided here: Paddle lays the optimizer states of a rank's shards out in one storage")
+
+
 @pytest.mark.parametrize("text, message", [
     ("expert_model_parallel_size: 4\nuse_expert_parallel: true\nsharding_parallel_size: 4\nbf16: true\n",
      "data parallel degree 2 with expert parallelism .PaddleFormers asserts dp 1."),
