@@ -72,6 +72,11 @@ class Imported:
     kind: str
 
 
+def _fact(tool: Tool, key: str) -> str | tuple[str, ...] | None:
+    rule = tool.rule(key)
+    return rule.means if rule is not None else None
+
+
 def import_config(path: str | os.PathLike[str], *, kind: str | None = None, world_size: int | None = None,
                   command: int | None = None) -> Imported:
     """Read a DeepSpeed, torchtitan, accelerate or Megatron config and map it onto a strategy.
@@ -111,8 +116,10 @@ def import_config(path: str | os.PathLike[str], *, kind: str | None = None, worl
                      else tool.leaves(text, source))
     read = _with_includes(tool, leaves, source)
     assumed_from = len(read)
-    read += [(Leaf(key, value, Location(source)), tool, key) for key, value in tool.defaults
-             if not any(own == key and owner is tool for _, owner, own in read[:assumed_from])]
+    stated = {_fact(tool, own) for _, owner, own in read[:assumed_from] if owner is tool} - {None, "checked"}
+    read += [(Leaf(key, value, Location(source)), tool, key) for key, value in tool.defaults  # (a default of a fact
+             if not any(own == key and owner is tool for _, owner, own in read[:assumed_from])  # another key states:
+             and _fact(tool, key) not in stated]  # PADDLE_NNODES for nnodes)
     leaves = [leaf for leaf, _, _ in read]
     occurrences: list[Occurrence] = []
     early: dict[int, Outcome] = {}

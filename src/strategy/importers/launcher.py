@@ -67,6 +67,7 @@ def _assign(env: Env, word: Word, m: re.Match[str], out: list[Flag], source: str
         out += _scan(env, list(word.array), source, bare)
         return
     value_parts = _strip_prefix(word.parts, len(m.group()))
+    env.where[name] = word.where
     try:
         text = env.expand(value_parts)
         previous = env.values.get(name, "")

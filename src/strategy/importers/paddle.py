@@ -291,6 +291,13 @@ def _elsewhere_rules(cite: str) -> tuple[Rule, ...]:
 
 
 _LAUNCHER = "paddle.distributed.launch's: where the processes start and meet"
+# What paddle.distributed.launch counts when a command names no --devices / --gpus (launch/context/device.py,
+# Device.parse_device; launch/context/args_envs.py): its own PADDLE_DEVICES, a custom device's visible list (the one
+# PADDLE_XCCL_BACKEND names first: Ascend's ASCEND_RT_VISIBLE_DEVICES, ...), CUDA's, XPU's; fleetrun's selected ids.
+VISIBLE = ("PADDLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES", "NPU_VISIBLE_DEVICES", "TOPS_VISIBLE_DEVICES",
+           "MLU_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "XPU_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+           "FLAGS_selected_gpus", "FLAGS_selected_xpus", "FLAGS_selected_npus")
+BACKEND_DEVICES = {"npu": "ASCEND_RT_VISIBLE_DEVICES", "gcu": "TOPS_VISIBLE_DEVICES"}
 
 
 def _devices(value: Any) -> Any:
@@ -324,6 +331,11 @@ def launch_rules() -> tuple[Rule, ...]:
              cite="launch"),
         Rule(key="nnodes", means="num_machines", read=Reader("the machines (× the devices, the world size)", _nodes),
              cite="launch"),
+        *(Rule(key=name, means="node_procs", cite="launch", read=Reader(
+            "the device ids the script exports: without --devices the launcher starts one rank per device", _devices))
+          for name in VISIBLE),
+        Rule(key="PADDLE_NNODES", means="num_machines", cite="launch",
+             read=Reader("the machines the script exports (the launcher's --nnodes)", _nodes)),
         *(Rule(key=key, reason=_LAUNCHER, cite="launch") for key in (
             "master", "rank", "ips", "log_dir", "job_id", "run_mode", "log_level", "nproc_per_node", "host",
             "legacy", "elastic_level", "elastic_timeout", "max_restart")),

@@ -19,7 +19,7 @@ from ..formats.codec import decode
 from ..formats.io import read_bytes
 from .common import Leaf, Overridden, Unexpanded, show
 from .launcher import statements
-from .paddle import arguments, with_words
+from .paddle import BACKEND_DEVICES, VISIBLE, arguments, with_words
 from .shell import Env, Unknown, Word
 
 __all__ = ["LAUNCH", "LAUNCHED_WORLD", "file_leaves", "leaves", "names"]
@@ -38,6 +38,7 @@ class _Token(NamedTuple):
 class Command(NamedTuple):
     tokens: list[_Token]
     where: Location
+    environment: list[Leaf]  # the device list and node count the launcher reads from the script's environment
 
 
 def _expand(env: Env, word: Word) -> list[_Token]:
@@ -57,7 +58,25 @@ def commands(text: str, source: str) -> list[Command]:
             tokens = [t for w in words for t in _expand(env, w)]
             at = next(i for i, t in enumerate(tokens) if t.text == LAUNCH or (isinstance(t.text, str) and
                                                                                  t.text.endswith(LAUNCH)))
-            out.append(Command(tokens[at + 1:], tokens[at].where))
+            out.append(Command(tokens[at + 1:], tokens[at].where, _environment(env)))
+    return out
+
+
+def _environment(env: Env) -> list[Leaf]:
+    """The launcher's settings the script exports: the device list it counts (the first of VISIBLE it would read,
+    PADDLE_XCCL_BACKEND's own first) and PADDLE_NNODES, each at the line that assigns it."""
+    backend = env.values.get("PADDLE_XCCL_BACKEND")
+    first = (BACKEND_DEVICES.get(backend, f"{backend.upper()}_VISIBLE_DEVICES"),) if isinstance(backend, str) else ()
+    out = []
+    for name in (*first, *VISIBLE):
+        if name in env.values:
+            value = env.values[name]
+            if value == "all":
+                value = Unexpanded("all", "all the machine's devices: their count is known only there")
+            out.append(Leaf(name, value, env.where.get(name, Location())))
+            break
+    if "PADDLE_NNODES" in env.values:
+        out.append(Leaf("PADDLE_NNODES", env.values["PADDLE_NNODES"], env.where.get("PADDLE_NNODES", Location())))
     return out
 
 
@@ -103,6 +122,10 @@ def leaves(text: str, source: str, command: int | None = None) -> list[Leaf]:
             i += 1
     program = tokens[i].text if i < len(tokens) else "?"
     out.insert(0, Leaf("command", f"{k} of {len(found)}: {program}", chosen.where))
+    given = {leaf.key for leaf in out}
+    out += [leaf for leaf in chosen.environment  # (the command's own --devices / --nnodes win)
+            if not (leaf.key == "PADDLE_NNODES" and "nnodes" in given) and not (leaf.key != "PADDLE_NNODES" and
+                                                                                given & {"devices", "gpus"})]
     flags: dict[str, Leaf] = {}
     from_file: list[Leaf] = []
     i += 1

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .common import located
-from .paddle import _AXES, _BLOCK, _MP, _PP, _SD, ORDERS, unknown_words
+from .paddle import _AXES, _BLOCK, _MP, _PP, _SD, ORDERS, VISIBLE, unknown_words
 
 __all__ = ["apply", "finisher"]
 
@@ -46,6 +46,7 @@ def apply(t: Any, p: Any) -> None:
     _amp(t, p)
     _recompute(t, p)
     _checkpoints(t, p)
+    _visible_devices(p)
     if p.get("auto_parallel"):
         p.note("auto_parallel", f"{t.name}'s auto-parallel path: fleet.init gets only the degrees and the order; "
                "the micro-batches and accumulation (pipeline_configs.micro_batch_size, "
@@ -54,6 +55,16 @@ def apply(t: Any, p: Any) -> None:
     if p.has("expert_switch") and not p.owns("expert_switch"):
         p.mark("expert_switch", "nothing to set", "no expert degree above 1: the order stays as it is")
     p.fit(_WHY)
+
+
+def _visible_devices(p: Any) -> None:
+    """A device list the script exports stands for --devices (launch/context/device.py): say which and where."""
+    for o in p.by_fact.get("node_procs", []):
+        leaf = p.leaves[o.entry]
+        if leaf.key in VISIBLE:
+            line = f" (line {leaf.where.line})" if leaf.where.line else ""
+            p.note("node_procs", f"the command names no --devices, so paddle.distributed.launch starts one rank per "
+                   f"device {leaf.key} lists{line}: {o.value} a machine")
 
 
 def _refusals(t: Any, p: Any, ep: int) -> None:

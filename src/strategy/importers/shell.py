@@ -250,6 +250,7 @@ class Env:
 
     def __init__(self) -> None:
         self.values: dict[str, str | Unexpanded] = {}
+        self.where: dict[str, Location] = {}  # where each variable was last assigned
 
     def expand(self, parts: tuple[Part, ...]) -> str:
         return "".join(self.part(p) for p in parts)

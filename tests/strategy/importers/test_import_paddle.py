@@ -380,6 +380,47 @@ def test_a_launch_script_takes_its_world_size_from_the_devices_and_its_flags_ove
     assert other.status == "no counterpart" and "--command" in other.reason
 
 
+NPU_SCRIPT = """set -x
+max_steps=${1:-2000}
+export FLAGS_npu_storage_format=1
+export ASCEND_RT_VISIBLE_DEVICES="0,1,2,3,4,5,6,7"
+source /usr/local/Ascend/ascend-toolkit/set_env.sh
+python -u  -m paddle.distributed.launch \\
+    --log_dir "./ppt_bf16_llama_N1C8" \\
+    ../run_pretrain.py \\
+    --tensor_parallel_degree 4 \\
+    --bf16 \\
+    --fp16_opt_level "O2" \\
+    --amp_master_grad \\
+    --sharding "stage1" \\
+    --sharding_parallel_degree 2
+"""
+
+
+def test_without_devices_the_launcher_counts_the_devices_the_script_exports(write):
+    """PaddleNLP's llm/npu/llama/llama_npu_ppt_N1C8.sh: no --devices, ASCEND_RT_VISIBLE_DEVICES of 8; Paddle's
+    launcher starts one rank per visible device (launch/context/device.py), so the world is 8 (tp 4, sharding 2)."""
+    imported = import_config(write("llama_npu_ppt_N1C8.sh", NPU_SCRIPT), kind="paddlenlp")
+    h = imported.strategy.hybrid_configs
+    assert imported.world_size == 8 and (h.mp_degree, h.sharding_degree, h.dp_degree) == (4, 2, 1)
+    e = _entry(imported, "ASCEND_RT_VISIBLE_DEVICES")
+    assert (e.status, e.where.line) == ("mapped", 4)
+    assert e.reason.endswith("the command names no --devices, so paddle.distributed.launch starts one rank per device "
+                             "ASCEND_RT_VISIBLE_DEVICES lists (line 4): 8 a machine")
+    # the command's own --devices wins; PADDLE_XCCL_BACKEND picks its device's list; PADDLE_NNODES multiplies
+    both = NPU_SCRIPT.replace("    --log_dir", "    --devices 0,1,2,3 \\\n    --log_dir").replace(
+        "--sharding_parallel_degree 2", "--sharding_parallel_degree 1")
+    assert import_config(write("a.sh", both), kind="paddlenlp").world_size == 4
+    custom = NPU_SCRIPT.replace("export FLAGS", "export CUDA_VISIBLE_DEVICES=0,1\nexport PADDLE_XCCL_BACKEND=npu\n"
+                                "export PADDLE_NNODES=2\nexport FLAGS")
+    imported = import_config(write("b.sh", custom), kind="paddlenlp")
+    assert imported.world_size == 16 and _entry(imported, "PADDLE_NNODES").status == "mapped"
+    assert not any(e.key == "CUDA_VISIBLE_DEVICES" for e in imported.entries)
+    every = import_config(write("c.sh", NPU_SCRIPT.replace('"0,1,2,3,4,5,6,7"', "all")), kind="paddlenlp")
+    e = _entry(every, "ASCEND_RT_VISIBLE_DEVICES")
+    assert every.world_size is None and e.status == "unresolved" and "known only there" in e.reason
+
+
 def test_command_picks_another_training_command_of_the_script(write):
     write("args.json", ARGUMENTS)
     script = write("run.sh", SCRIPT)
