@@ -63,6 +63,8 @@ FACTS: dict[str, str] = {
     "ckpt_async": "checkpoint_configs.async_save",
     "topo_order": "hybrid_configs.order while some degree is above 1 (Paddle keeps it in Python, outside its proto)",
     "expert_switch": "with expert parallelism, hybrid_configs.order as the trainer reorders it",
+    "auto_schedule": "on the auto-parallel path under pp, pipeline_configs.schedule_mode (Eager1F1B runs 1F1B: torch has "
+                     "no eager variant); on the hybrid path nothing (its schedule is the pipeline words')",
     "auto_parallel": "the auto-parallel path: hybrid_configs.order pp first (the rest goes to fleet.auto.Strategy "
                      "there, to this strategy's own fields here)",
     "dtype": "amp, amp_configs.dtype (with fp16_opt_level: O2 also use_pure_bf16 / use_pure_fp16)",

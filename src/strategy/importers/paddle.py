@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .common import CLIP, Leaf, NoCounterpart, Nothing, Reader, Rule, flatten, integer, number, text, truth
+from .common import CLIP, Leaf, NoCounterpart, Nothing, Reader, Rule, choice, flatten, integer, number, text, truth
 
 __all__ = ["MP_WORDS", "PP_WORDS", "SHARDING_WORDS", "Trainer", "arguments", "common_rules", "sharding_stage",
            "with_words", "words"]
@@ -28,6 +28,9 @@ _AXES = (("hybrid_configs.pp_configs.", "pp"), ("pipeline_configs.", "pp"), ("hy
 _BLOCK = {"pp": "the pipeline degree is 1: {name} writes pipeline settings only under a pipeline",
           "mp": "the tensor-parallel degree is 1: {name} writes mp_configs only at tensor_parallel_degree > 1",
           "sharding": "the sharding degree is 1: {name} writes sharding_configs only when it shards"}
+# fleet.auto.Strategy's pipeline.schedule_mode, as PaddleNLP's and PaddleFormers' auto-parallel path sets it from
+# pipeline_schedule_mode (PN:1632-1674, PF:2436-2480).
+AUTO_SCHEDULES = ("1F1B", "FThenB", "VPP", "ZBH1", "ZBVPP", "Eager1F1B")
 _MP = "hybrid_configs.mp_configs."
 _PP = "hybrid_configs.pp_configs."
 _SD = "hybrid_configs.sharding_configs."
@@ -216,6 +219,8 @@ def _mapped_rules(cite: str, trainer: str) -> tuple[Rule, ...]:
         Rule(key="use_expert_parallel", means="expert_switch", read=truth(True, Nothing("off")), cite=cite),
         Rule(key="enable_auto_parallel", means="auto_parallel", read=truth(True, Nothing("off: the hybrid path")),
              cite="auto"),
+        Rule(key="pipeline_schedule_mode", means="auto_schedule", cite="auto", read=choice(
+            {mode: mode for mode in AUTO_SCHEDULES})),
         Rule(key="bf16", means="dtype", read=truth("bfloat16", Nothing("off")), cite=trainer),
         Rule(key="fp16", means="dtype", read=truth("float16", Nothing("off")), cite=trainer),
         Rule(key="fp16_opt_level", means="opt_level", cite=trainer, read=_opt_level()),

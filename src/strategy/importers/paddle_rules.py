@@ -42,6 +42,7 @@ def apply(t: Any, p: Any) -> None:
     _experts(t, p, ep)
     _sharding(t, p)
     _fields(t, p, degrees, hybrid and not auto)
+    _auto_pipeline(t, p, auto)
     _seed(t, p, auto)
     _amp(t, p)
     _recompute(t, p)
@@ -228,6 +229,8 @@ def _sharding(t: Any, p: Any) -> None:
 def _fields(t: Any, p: Any, degrees: dict[str, int], hybrid: bool) -> None:
     """The fields the words and switches name, each written while its axis is on, as the trainer does."""
     for fact in [f for f in p.facts if "." in f]:
+        if fact == _PP + "virtual_pp_degree" and p.get("auto_parallel"):
+            continue  # (fleet.auto.Strategy's: _auto_pipeline)
         axis = next((a for prefix, a in _AXES if fact.startswith(prefix)), None)
         value = p.get(fact)
         if axis is not None and (not hybrid or degrees[axis] == 1):
@@ -264,6 +267,36 @@ def _fields(t: Any, p: Any, degrees: dict[str, int], hybrid: bool) -> None:
             p.set(path, value, "pp")
     elif p.has("release_grads"):
         p.mark("release_grads", "no counterpart", _BLOCK["pp"].format(name=t.name))
+
+
+def _auto_pipeline(t: Any, p: Any, auto: bool) -> None:
+    """The auto-parallel path hands the pipeline to fleet.auto.Strategy (PN:1632-1674, PF:2436-2480):
+    pipeline.schedule_mode = pipeline_schedule_mode and vpp_degree = virtual_pp_degree, under pp; here
+    pipeline_configs.schedule_mode and pp_configs.virtual_pp_degree, which pick torch's schedule."""
+    vpp, mode = _PP + "virtual_pp_degree", p.get("auto_schedule")
+    if not auto:
+        p.mark("auto_schedule", "no counterpart", f"read only on {t.name}'s auto-parallel path (enable_auto_parallel); "
+               "the hybrid path's schedule is its pipeline words' and the model's virtual_pp_degree")
+        return
+    if p.pp == 1:
+        for fact in ("auto_schedule", vpp):
+            p.mark(fact, "no counterpart", _BLOCK["pp"].format(name=t.name))
+        return
+    virtual = int(p.get(vpp, 1))
+    if virtual > 1:
+        p.set(vpp, virtual, vpp)
+        p.note(vpp, "fleet.auto.Strategy's pipeline.vpp_degree: model chunks per pipeline rank")
+    elif p.has(vpp):
+        p.mark(vpp, "mapped", "one model chunk per rank: no virtual stages")
+    if mode is None:
+        return
+    if mode == "Eager1F1B":
+        p.set("pipeline_configs.schedule_mode", "1F1B", "auto_schedule")
+        p.note("auto_schedule", "Paddle's Eager1F1B starts forwards earlier than 1F1B to overlap its sends; torch has no "
+               "such schedule, so 1F1B runs (the same gradients, less overlap)")
+        return
+    p.set("pipeline_configs.schedule_mode", mode, "auto_schedule", *((vpp,) if virtual > 1 else ()))
+    p.note("auto_schedule", "fleet.auto.Strategy's pipeline.schedule_mode")
 
 
 def _seed(t: Any, p: Any, auto: bool) -> None:

@@ -421,6 +421,48 @@ def test_without_devices_the_launcher_counts_the_devices_the_script_exports(writ
     assert every.world_size is None and e.status == "unresolved" and "known only there" in e.reason
 
 
+# PaddleNLP's tests/test_tipc/static/auto_parallel/llama2/pretrain_config_llama2_70b/pretrain-llama2_70b.json, the keys
+# that reach the strategy.
+AUTO_70B = {"enable_auto_parallel": True, "per_device_train_batch_size": 1, "gradient_accumulation_steps": 32,
+            "bf16": True, "fp16_opt_level": "O2", "amp_master_grad": True, "sequence_parallel": True,
+            "pipeline_parallel_degree": 8, "sharding_parallel_degree": 1, "sharding": "stage1",
+            "tensor_parallel_degree": 4, "virtual_pp_degree": 5, "pipeline_schedule_mode": "VPP"}
+
+
+@pytest.mark.parametrize(("mode", "virtual", "schedule", "torch_schedule"), [
+    ("VPP", 5, "VPP", "ScheduleInterleaved1F1B"),
+    ("1F1B", 1, "1F1B", "Schedule1F1B"),
+    ("FThenB", 2, "FThenB", "ScheduleLoopedBFS"),
+    ("ZBH1", 2, "ZBH1", "ScheduleInterleavedZeroBubble"),
+    ("ZBVPP", 2, "ZBVPP", "ScheduleZBVZeroBubble"),
+    ("Eager1F1B", 1, "1F1B", "Schedule1F1B"),
+])
+def test_the_auto_parallel_path_runs_its_virtual_stages_and_schedule(write, mode, virtual, schedule, torch_schedule):
+    """fleet.auto.Strategy's pipeline.schedule_mode and vpp_degree, from pipeline_schedule_mode and virtual_pp_degree
+    (PN:1632-1674): the 70B's 5 virtual stages a rank under VPP; every mode torch has a schedule for, Eager1F1B as
+    1F1B with a line saying so."""
+    args = {**AUTO_70B, "pipeline_schedule_mode": mode, "virtual_pp_degree": virtual}
+    imported = import_config(write("pretrain-llama2_70b.json", json.dumps(args)), world_size=32)
+    s = imported.strategy
+    assert (s.pipeline_configs.schedule_mode, s.hybrid_configs.pp_configs.virtual_pp_degree) == (schedule, virtual)
+    assert (s.pipeline_configs.micro_batch_size, s.pipeline_configs.accumulate_steps) == (1, 32)
+    resolved = strategy.resolve(s, world_size=32)
+    assert resolved.pipeline.schedule == torch_schedule and resolved.pipeline.num_stages == 8 * virtual
+    e = _entry(imported, "pipeline_schedule_mode")
+    assert e.status == "mapped" and ("torch has no such schedule, so 1F1B runs" in e.reason) == (mode == "Eager1F1B")
+
+
+def test_pipeline_schedule_mode_is_read_only_on_the_auto_parallel_path(write):
+    args = {**AUTO_70B, "enable_auto_parallel": False}
+    imported = import_config(write("a.json", json.dumps(args)), world_size=32)
+    e = _entry(imported, "pipeline_schedule_mode")
+    assert e.status == "no counterpart" and "read only on PaddleNLP's auto-parallel path" in e.reason
+    assert imported.strategy.pipeline_configs.schedule_mode == "1F1B"  # (the strategy's default)
+    with pytest.raises(strategy.StrategyError, match='pipeline_schedule_mode: expected one of "1F1B", "FThenB", '
+                       '"VPP", "ZBH1", "ZBVPP", "Eager1F1B", got "Zigzag"'):
+        import_config(write("b.json", json.dumps({**AUTO_70B, "pipeline_schedule_mode": "Zigzag"})), world_size=32)
+
+
 def test_command_picks_another_training_command_of_the_script(write):
     write("args.json", ARGUMENTS)
     script = write("run.sh", SCRIPT)
