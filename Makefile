@@ -10,7 +10,7 @@ PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
 	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTOS) && \
 	sed -i -E 's/^import ([a-z_]+_pb2) as /from . import \1 as /' $(1)/*_pb2.py $(1)/*_pb2.pyi
 
-.PHONY: install proto proto-check docs lint test test-transformers test-zoo demo bench bench-gpu fuzz clean
+.PHONY: install proto proto-check docs lint test test-long test-transformers test-zoo demo bench bench-gpu fuzz clean
 
 install: $(STAMP)
 
@@ -82,6 +82,10 @@ test-transformers: $(OLDEST_DIR)/.installed
 
 # Every causal LM of the installed transformers at every axis, beside one process (make test runs a slice of it in
 # tests/zoo/test_zoo.py); writes the table of docs/model-zoo.md and fails on a run that diverges, crashes or hangs.
+# Everything `make test` runs, plus the tests marked long and every property test at its full number of examples.
+test-long: $(STAMP) $(OLDEST_DIR)/.installed
+	STRATEGY_TESTS_LONG=1 $(PY) -m pytest -q
+
 test-zoo: $(STAMP)
 	$(PY) tests/zoo/run_zoo.py --write docs/model-zoo.md
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,20 @@ sys.path.insert(0, str(ROOT / "src"))
 for _folder in sorted({p.parent for p in Path(__file__).parent.rglob("*.py")} - {Path(__file__).parent / "fixtures"}):
     if "fixtures" not in _folder.parts and str(_folder) not in sys.path:
         sys.path.insert(0, str(_folder))
+# `make test-long` (STRATEGY_TESTS_LONG=1): the tests marked `long` too (the same check at more layouts), and every
+# property test at its full number of examples (tests/strategies.py's `examples`); `make test` runs the rest.
+LONG = os.environ.get("STRATEGY_TESTS_LONG") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    if LONG:
+        return
+    kept = [item for item in items if item.get_closest_marker("long") is None]
+    if len(kept) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker("long") is not None])
+        items[:] = kept
+
+
 PADDLE_FIXTURES = ROOT.parent / "shared" / "fixtures" / "paddle"
 PADDLE_CASES = sorted(p.stem for p in PADDLE_FIXTURES.glob("*.prototxt"))
 PADDLE_SCHEMA = PADDLE_FIXTURES / "paddle-3.3.1-schema.json"  # schema facts, not a strategy file

@@ -99,10 +99,16 @@ class RankPool:
         return [got[r][1] for r in range(self.world_size)]
 
     def close(self) -> None:
+        """Ask every rank to leave, give them 5 seconds together, then kill the ones still there (a rank waiting on a
+        peer in destroy_process_group would otherwise cost 5 seconds each)."""
+        import time
+
         for q in self.tasks:
             q.put(None)
+        deadline = time.monotonic() + 5
         for p in self.procs:
-            p.join(timeout=5)
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for p in self.procs:
             if p.is_alive():
                 p.kill()
 

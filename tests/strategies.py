@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
+
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from hypothesis import strategies as st
 
 import strategy
 from strategy import schema
+
+
+def examples(n: int) -> int:
+    """A property test's examples: `n` under `make test-long` (and `make fuzz`'s neighbours), a quarter of them (at
+    least 25) under `make test`, which keeps the suite within its minutes."""
+    return n if os.environ.get("STRATEGY_TESTS_LONG") == "1" else max(25, n // 4)
 
 
 _INTS = {

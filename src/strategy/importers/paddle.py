@@ -264,6 +264,18 @@ def _refused_rules(cite: str) -> tuple[Rule, ...]:
                                                "checkpoints", cite=cite),
         Rule(key="ignore_*", reason="how a checkpoint is resumed is the Checkpointer's", cite=cite),
         Rule(key="*_hf", reason="converting checkpoints to or from Hugging Face's format is the script's", cite=cite),
+        Rule(key="load_sharded_model", reason="Paddle's per-rank sharded checkpoint files; parallel.load reads DCP "
+                                              "checkpoints at any layout", cite=cite),
+        Rule(key="save_sharded_model", reason="Paddle's per-rank sharded checkpoint files; parallel.save writes DCP "
+                                              "sharded checkpoints", cite=cite),
+        Rule(key="force_reshard_pp", reason="resharding a checkpoint across pipeline layouts: parallel.load reshards "
+                                            "every degree on its own", cite=cite),
+        *(Rule(key=key, cite="auto", reason="a pass of Paddle's static auto-parallel graph (fleet.auto.Strategy's "
+                                            "fused_passes and mp/sp optimizations); the runtime's kernels are torch's")
+          for key in ("fused_linear", "fused_linear_param_grad_add", "fuse_sequence_parallel_allreduce",
+                      "eliminate_transpose", "fuse_allreduce_split_to_reducescatter")),
+        Rule(key="virtual_pipeline_seg_method", cite="auto", reason="how the auto-parallel path cuts the model into "
+             "chunks (by layer class); here the layers are cut into equal contiguous ranges"),
     )
 
 
@@ -276,7 +288,8 @@ def _elsewhere_rules(cite: str) -> tuple[Rule, ...]:
             "using_fake_gate", "using_flex_token", "moe_*", "attn_impl", "_attn_implementation", "use_flash_attn*",
             "fine_tuning", "stage", "prefix_tuning", "neftune*", "weight_quantize_algo", "quantization_config*",
             "rope_scaling*", "use_sparse_*", "virtual_pp_degree_", "tensor_parallel_output", "num_hidden_layers",
-            "use_attn_mask_startend_row_indices", "pre_alloc_memory", "use_filtered_label_loss")),
+            "use_attn_mask_startend_row_indices", "pre_alloc_memory", "use_filtered_label_loss", "model_type",
+            "attention_probs_dropout_prob", "hidden_dropout_prob")),
         *(Rule(key=key, reason=_DATA, cite=cite) for key in (
             "dataset_name_or_path", "input_dir", "split", "max_seq_length", "max_seq_len", "src_length", "max_length",
             "train_dataset_*", "eval_dataset_*", "packing", "mix_strategy", "template*", "num_samples_each_epoch",

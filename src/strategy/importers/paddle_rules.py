@@ -270,8 +270,9 @@ def _fields(t: Any, p: Any, degrees: dict[str, int], hybrid: bool) -> None:
 
 
 def _auto_pipeline(t: Any, p: Any, auto: bool) -> None:
-    """The auto-parallel path hands the pipeline to fleet.auto.Strategy (PN:1632-1674, PF:2436-2480):
-    pipeline.schedule_mode = pipeline_schedule_mode and vpp_degree = virtual_pp_degree, under pp; here
+    """The auto-parallel path hands the pipeline to fleet.auto.Strategy (PN:1632-1674, PF:2436-2480): its
+    schedule_mode is pipeline_schedule_mode, and under "VPP" the model places its layers in virtual_pp_degree chunks a
+    rank (its pipeline.vpp_degree stays 1: the VPP pass reads the chunks); ZBVPP's V runs two. Here
     pipeline_configs.schedule_mode and pp_configs.virtual_pp_degree, which pick torch's schedule."""
     vpp, mode = _PP + "virtual_pp_degree", p.get("auto_schedule")
     if not auto:
@@ -283,11 +284,15 @@ def _auto_pipeline(t: Any, p: Any, auto: bool) -> None:
             p.mark(fact, "no counterpart", _BLOCK["pp"].format(name=t.name))
         return
     virtual = int(p.get(vpp, 1))
-    if virtual > 1:
-        p.set(vpp, virtual, vpp)
-        p.note(vpp, "fleet.auto.Strategy's pipeline.vpp_degree: model chunks per pipeline rank")
+    if mode == "VPP" and virtual > 1:
+        p.set(vpp, virtual, vpp, "auto_schedule")
+        p.note(vpp, "under VPP the model places its layers in this many chunks a pipeline rank (fleet.auto.Strategy's "
+               "pipeline.vpp_degree stays 1; its VPP pass reads the chunks), written here to "
+               "hybrid_configs.pp_configs.virtual_pp_degree, which fleet.init's strategy leaves at 1")
     elif p.has(vpp):
-        p.mark(vpp, "mapped", "one model chunk per rank: no virtual stages")
+        p.mark(vpp, "mapped", "one model chunk per rank: no virtual stages" if virtual <= 1 else
+               f"the auto-parallel {mode or '1F1B'} schedule runs one chunk a rank (only VPP runs the model's virtual "
+               "stages; ZBVPP its V of two)")
     if mode is None:
         return
     if mode == "Eager1F1B":
@@ -295,8 +300,10 @@ def _auto_pipeline(t: Any, p: Any, auto: bool) -> None:
         p.note("auto_schedule", "Paddle's Eager1F1B starts forwards earlier than 1F1B to overlap its sends; torch has no "
                "such schedule, so 1F1B runs (the same gradients, less overlap)")
         return
-    p.set("pipeline_configs.schedule_mode", mode, "auto_schedule", *((vpp,) if virtual > 1 else ()))
-    p.note("auto_schedule", "fleet.auto.Strategy's pipeline.schedule_mode")
+    p.set("pipeline_configs.schedule_mode", mode, "auto_schedule")
+    p.note("auto_schedule", "fleet.auto.Strategy's pipeline.schedule_mode" +
+           (", a V of two chunks a rank" if mode == "ZBVPP" else "") +
+           ", written here to pipeline_configs.schedule_mode, which fleet.init's strategy leaves at its default")
 
 
 def _seed(t: Any, p: Any, auto: bool) -> None:

@@ -107,8 +107,13 @@ def _tensors(checkpoint: Path) -> dict[str, torch.Tensor]:
 BACKGROUND = {"dp2", "sharding2_stage3"}
 
 
+# `make test` kills and restarts two layouts (plain tensors with a background save, a pipeline's stages); the others,
+# the same check, under `make test-long`.
+SHORT = {"dp2", "pp2"}
+
+
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("name", list(LAYOUTS))
+@pytest.mark.parametrize("name", [n if n in SHORT else pytest.param(n, marks=pytest.mark.long) for n in LAYOUTS])
 def test_a_rank_killed_after_a_checkpoint_is_restarted_and_ends_as_if_never_interrupted(tmp_path, name):
     """One run straight; then the same killed and restarted, saving in the foreground (and in the background)."""
     straight = subprocess.run(_command(_strategy(tmp_path, LAYOUTS[name], False), tmp_path / "straight"),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import PADDLE_FILES, PADDLE_FIXTURES, PADDLE_IMPLEMENTED_CASES, ROOT, explain_rows
 
 
@@ -133,11 +135,17 @@ def test_explain_says_when_mp_degree_1_disables_a_flag(write):
     assert lines[at + 1].strip() == "hybrid_configs.mp_degree is 1"
 
 
-def test_every_subcommand_has_help_with_an_example():
-    for command in ["convert", "validate", "resolve", "explain", "diff", "schema", "docs", "defaults", "migrate-env", "fmt", "checkpoint"]:
-        result = strategy_cli(command, "--help")
-        assert result.returncode == 0, command
-        assert "example:\n  strategy " in result.stdout or "example:\n  Flags_" in result.stdout, command
+def test_every_subcommand_has_help_with_an_example(capsys):
+    from strategy.cli import main
+
+    for command in ["convert", "validate", "resolve", "explain", "diff", "schema", "docs", "defaults", "migrate-env", "fmt"]:
+        with pytest.raises(SystemExit) as e:  # (in this process: argparse's help exits 0)
+            main([command, "--help"])
+        out = capsys.readouterr().out
+        assert e.value.code == 0, command
+        assert "example:\n  strategy " in out or "example:\n  Flags_" in out, command
+    result = strategy_cli("checkpoint", "--help")  # the runtime's command, through its entry point
+    assert result.returncode == 0 and "example:\n  strategy " in result.stdout
 
 
 def test_the_example_strategies_are_valid_and_formatted():

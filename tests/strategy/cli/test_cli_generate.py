@@ -15,7 +15,7 @@ import strategy
 from hypothesis import given, settings
 
 from conftest import PADDLE_FILES
-from strategies import dicts
+from strategies import dicts, examples
 from test_cli_check import strategy_cli
 
 
@@ -37,7 +37,7 @@ def test_schema_accepts_every_valid_fixture(validator, path):
         assert errors == []
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(dicts())
 def test_schema_accepts_every_valid_strategy(validator, d):
     assert list(validator.iter_errors(d)) == []

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import strategy
 from conftest import PADDLE_FILES
-from strategies import messages
+from strategies import examples, messages
 from strategy.formats import codec as formats
 from strategy.formats.json import direct as jsondirect, positions as jsonpositions
 from strategy.formats.text import direct as textdirect
@@ -69,7 +69,7 @@ def _plain(msg: strategy.DistributedStrategy) -> bool:
     return text.isascii() and "\\" not in text and "inf" not in text
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages())
 def test_what_protobuf_writes_as_text_is_read_directly(msg):
     text = text_format.MessageToString(msg)
@@ -77,14 +77,14 @@ def test_what_protobuf_writes_as_text_is_read_directly(msg):
     assert _agrees(text_format.MessageToString(msg, as_one_line=True), "prototxt")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages(), st.booleans(), st.sampled_from([None, 0, 2]))
 def test_what_protobuf_writes_as_json_is_read_directly(msg, proto_names, indent):
     text = json_format.MessageToJson(msg, preserving_proto_field_name=proto_names, indent=indent)
     assert _takes(text, "json") if "Infinity" not in text else _agrees(text, "json")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages(), st.sampled_from([2, 4]))
 @example(strategy.from_dict({"downpour_table_param": [{"table_class": "0["}]}), 2)  # a bracket inside a plain word
 def test_what_strategy_dump_and_pyyaml_write_is_read_directly(msg, indent):
@@ -182,7 +182,7 @@ def _yaml_blocks(draw, indent: int = 0, depth: int = 0) -> list[str]:
     return lines
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_yaml_blocks().map("\n".join))
 def test_direct_yaml_agrees_on_nested_blocks_and_lists(text):
     assert _agrees(text, "yaml")
@@ -206,25 +206,25 @@ def _render(value) -> str:
     return json.dumps(value)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_text_documents())
 def test_direct_text_agrees_with_the_located_path_or_steps_aside(text):
     assert _agrees(text, "prototxt")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_yaml_documents())
 def test_direct_yaml_agrees_with_the_located_path_or_steps_aside(text):
     assert _agrees(text, "yaml")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(st.tuples(_NAMES, _JSON_VALUES), max_size=5))
 def test_direct_json_agrees_with_the_located_path_or_steps_aside(pairs):
     assert _agrees(_render(("pairs", pairs)), "json")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(messages(), st.sampled_from([None, 2]), st.booleans())
 def test_json_located_in_decoded_order_as_token_by_token(msg, indent, compact):
     """Without escapes, JSON positions come from the decoded pairs' order (str.find): the same as lexing it."""
@@ -235,7 +235,7 @@ def test_json_located_in_decoded_order_as_token_by_token(msg, indent, compact):
     assert list(jsonpositions.locate(text, root, jsondirect._decode(text))) == list(jsonpositions._lexed(text, root))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(alphabet="ab_:-\n #'\"{}[]01.eynot~", max_size=50))
 def test_direct_yaml_never_accepts_what_the_located_path_rejects(text):
     assert _agrees(text, "yaml")

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import strategy
-from strategies import messages
+from strategies import examples, messages
 from strategy.formats.text.fmt import format_text
 from test_cli_check import strategy_cli
 
@@ -62,7 +62,7 @@ def test_fmt_is_idempotent_and_keeps_the_meaning():
     assert strategy.loads(MESSY) == strategy.loads(CANONICAL)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(messages(), st.booleans(), st.lists(st.text(alphabet="abc XYZ#:{}", max_size=12), max_size=8), st.randoms())
 def test_fmt_never_loses_a_comment_or_changes_the_message(msg, one_line, notes, rnd):
     lines = text_format.MessageToString(msg, as_one_line=one_line).split("\n")  # not splitlines: strings may hold \x85

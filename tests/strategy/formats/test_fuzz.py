@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 import strategy
 from fuzz_targets import MODES, check, seeds
-from strategies import messages
+from strategies import examples, messages
 
-FAST = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=examples(1500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @FAST

@@ -19,9 +19,13 @@ import pytest
 import strategy
 from conftest import ROOT
 from strategy.importers import STATUSES, import_config, report
+from strategy.importers.paddle import VISIBLE
 
 PADDLE = ROOT.parent / "shared" / "fixtures" / "paddlenlp"
-ARGS = sorted((PADDLE / "args").iterdir()) if (PADDLE / "args").is_dir() else []
+# More of them, with the truths the same generator made (tests/fixtures/paddlenlp_more/README.md): PaddleFormers'
+# experts over tp, the auto-parallel path's schedules, a launch script that only exports its devices.
+MORE = ROOT / "tests" / "fixtures" / "paddlenlp_more"
+ARGS = (sorted((PADDLE / "args").iterdir()) if (PADDLE / "args").is_dir() else []) + sorted((MORE / "args").iterdir())
 AXES = ("dp", "mp", "pp", "sharding", "sep", "cp")
 
 
@@ -34,7 +38,7 @@ class Truth:
     rules reject, such as sp_async_reduce_scatter without sequence parallelism)."""
 
     def __init__(self, args: Path) -> None:
-        self.path = PADDLE / "truth" / f"{args.stem}.prototxt"
+        self.path = args.parent.parent / "truth" / f"{args.stem}.prototxt"
         text = self.path.read_text()
         self.world = int(re.search(r"^# world_size: (\d+)", text, re.M).group(1))
         self.args = json.loads(re.search(r"^# args_after_post_init: (.*)$", text, re.M).group(1))
@@ -78,11 +82,17 @@ def _resolved_degrees(s, world: int) -> dict[str, int]:
 @pytest.fixture(scope="module", params=ARGS, ids=_id)
 def case(request):
     truth = Truth(request.param)
-    return request.param, truth, import_config(request.param, world_size=truth.world)
+    # (a launch script states its world: the devices it exports)
+    world = None if request.param.suffix == ".sh" else truth.world
+    return request.param, truth, import_config(request.param, world_size=world, kind=_kind(request.param, truth))
+
+
+def _kind(path: Path, truth: Truth) -> str | None:
+    return None if path.suffix != ".sh" else "paddleformers" if truth.paddleformers else "paddlenlp"
 
 
 def test_the_fixtures_are_there():
-    assert len(ARGS) == 13
+    assert len(ARGS) == 18
 
 
 def test_the_trainer_is_told_from_the_argument_names(case):
@@ -123,10 +133,17 @@ def test_the_pipeline_settings_are_the_librarys_or_the_report_says_why(case):
         assert _value(imported.strategy, path) == _value(truth.strategy, path) or _said(imported, path), path
 
 
+def _raw(path: Path) -> dict:
+    """The arguments a file states (a launch script's: its training flags, as derived/json holds them)."""
+    if path.suffix == ".sh":
+        path = MORE / "derived" / "json" / f"{path.stem}.flags.json"
+    return json.loads(path.read_text()) if path.suffix == ".json" else __import__("yaml").safe_load(path.read_text())
+
+
 def _expected_own_fields(path: Path, truth: Truth) -> dict[str, object]:
     """This project's own fields as the arguments after the library's __post_init__ say (the Trainer's side)."""
     a = truth.args
-    raw = json.loads(path.read_text()) if path.suffix == ".json" else __import__("yaml").safe_load(path.read_text())
+    raw = _raw(path)
     degrees = _resolved_degrees(truth.strategy, truth.world)
     pf = truth.paddleformers
     out: dict[str, object] = {}
@@ -141,6 +158,8 @@ def _expected_own_fields(path: Path, truth: Truth) -> dict[str, object]:
     out["recompute"] = bool(on) and a["recompute_granularity"] in ("full", None)
     out["hybrid_configs.mp_configs.sequence_parallel"] = bool(a["sequence_parallel"]) and degrees["mp"] > 1
     virtual = a.get("virtual_pp_degree", a.get("virtual_pipeline_model_parallel_size", 1))
+    if a.get("enable_auto_parallel") and raw.get("pipeline_schedule_mode", "1F1B") != "VPP":
+        virtual = 1  # (the auto-parallel path runs the model's chunks under VPP only)
     if degrees["pp"] > 1:
         out["hybrid_configs.pp_configs.virtual_pp_degree"] = virtual
     k = a["gradient_accumulation_steps"]
@@ -164,8 +183,9 @@ def test_stage_amp_recompute_sequence_parallel_virtual_stages_merge_and_checkpoi
 def test_every_argument_and_word_has_one_report_line(case):
     path, _, imported = case
     keys = [e.key for e in imported.entries]
-    raw = json.loads(path.read_text()) if path.suffix == ".json" else __import__("yaml").safe_load(path.read_text())
-    assert [k for k in keys if "." not in k] == list(raw)
+    raw = _raw(path)
+    launcher = {"command", "argument_file", "log_dir", *VISIBLE} if path.suffix == ".sh" else set()
+    assert [k for k in keys if "." not in k and k not in launcher] == list(raw)
     for key, value in raw.items():
         if key.endswith("_parallel_config"):
             assert [k.split(".", 1)[1] for k in keys if k.startswith(key + ".")] == value.replace(",", " ").split()
@@ -429,25 +449,27 @@ AUTO_70B = {"enable_auto_parallel": True, "per_device_train_batch_size": 1, "gra
             "tensor_parallel_degree": 4, "virtual_pp_degree": 5, "pipeline_schedule_mode": "VPP"}
 
 
-@pytest.mark.parametrize(("mode", "virtual", "schedule", "torch_schedule"), [
-    ("VPP", 5, "VPP", "ScheduleInterleaved1F1B"),
-    ("1F1B", 1, "1F1B", "Schedule1F1B"),
-    ("FThenB", 2, "FThenB", "ScheduleLoopedBFS"),
-    ("ZBH1", 2, "ZBH1", "ScheduleInterleavedZeroBubble"),
-    ("ZBVPP", 2, "ZBVPP", "ScheduleZBVZeroBubble"),
-    ("Eager1F1B", 1, "1F1B", "Schedule1F1B"),
+@pytest.mark.parametrize(("mode", "virtual", "schedule", "torch_schedule", "chunks"), [
+    ("VPP", 5, "VPP", "ScheduleInterleaved1F1B", 5),
+    ("1F1B", 2, "1F1B", "Schedule1F1B", 1),  # (gpt3_13b's: virtual_pp_degree 2 beside 1F1B runs one chunk a rank)
+    ("FThenB", 2, "FThenB", "ScheduleGPipe", 1),
+    ("ZBH1", 1, "ZBH1", "ScheduleInterleavedZeroBubble", 1),
+    ("ZBVPP", 1, "ZBVPP", "ScheduleZBVZeroBubble", 2),
+    ("Eager1F1B", 1, "1F1B", "Schedule1F1B", 1),
 ])
-def test_the_auto_parallel_path_runs_its_virtual_stages_and_schedule(write, mode, virtual, schedule, torch_schedule):
-    """fleet.auto.Strategy's pipeline.schedule_mode and vpp_degree, from pipeline_schedule_mode and virtual_pp_degree
-    (PN:1632-1674): the 70B's 5 virtual stages a rank under VPP; every mode torch has a schedule for, Eager1F1B as
-    1F1B with a line saying so."""
+def test_the_auto_parallel_path_runs_its_virtual_stages_and_schedule(write, mode, virtual, schedule, torch_schedule,
+                                                                      chunks):
+    """fleet.auto.Strategy's pipeline.schedule_mode from pipeline_schedule_mode (PN:1632-1674), and the model's
+    chunks a rank under VPP (virtual_pp_degree): the 70B's 5; one elsewhere, ZBVPP's V two; every mode torch has a
+    schedule for, Eager1F1B as 1F1B with a line saying so."""
     args = {**AUTO_70B, "pipeline_schedule_mode": mode, "virtual_pp_degree": virtual}
     imported = import_config(write("pretrain-llama2_70b.json", json.dumps(args)), world_size=32)
     s = imported.strategy
-    assert (s.pipeline_configs.schedule_mode, s.hybrid_configs.pp_configs.virtual_pp_degree) == (schedule, virtual)
+    assert s.pipeline_configs.schedule_mode == schedule
+    assert s.hybrid_configs.pp_configs.virtual_pp_degree == (virtual if mode == "VPP" else 1)
     assert (s.pipeline_configs.micro_batch_size, s.pipeline_configs.accumulate_steps) == (1, 32)
     resolved = strategy.resolve(s, world_size=32)
-    assert resolved.pipeline.schedule == torch_schedule and resolved.pipeline.num_stages == 8 * virtual
+    assert resolved.pipeline.schedule == torch_schedule and resolved.pipeline.num_stages == 8 * chunks
     e = _entry(imported, "pipeline_schedule_mode")
     assert e.status == "mapped" and ("torch has no such schedule, so 1F1B runs" in e.reason) == (mode == "Eager1F1B")
 

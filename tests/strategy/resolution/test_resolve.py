@@ -9,7 +9,7 @@ from hypothesis import given, settings
 
 import strategy
 from conftest import explain_rows
-from strategies import messages
+from strategies import examples, messages
 from strategy import StrategyError
 
 
@@ -255,7 +255,7 @@ def _descriptors(desc, seen):
     return seen
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(messages())
 def test_the_review_asking_only_loud_fields_says_what_the_full_walk_says(msg):
     """An active, implemented message of a type with few fields that can say anything is asked only for those."""
