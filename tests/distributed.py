@@ -98,19 +98,24 @@ class RankPool:
             raise RankFailure("".join(f"\n--- rank {r} ---\n{p}" for r, p in sorted(failures.items())))
         return [got[r][1] for r in range(self.world_size)]
 
-    def close(self) -> None:
-        """Ask every rank to leave, give them 5 seconds together, then kill the ones still there (a rank waiting on a
-        peer in destroy_process_group would otherwise cost 5 seconds each)."""
+    def close(self, deadline: float | None = None) -> None:
+        """Wait for the ranks to leave until `deadline` (time.monotonic(); without one, ask them now and wait 5
+        seconds), then kill the ones still there: a rank tearing torch down can take seconds, so Pools asks every
+        pool first and waits for them together."""
         import time
 
-        for q in self.tasks:
-            q.put(None)
-        deadline = time.monotonic() + 5
+        if deadline is None:
+            self.leave()
+        end = time.monotonic() + 5 if deadline is None else deadline
         for p in self.procs:
-            p.join(timeout=max(0.0, deadline - time.monotonic()))
+            p.join(timeout=max(0.0, end - time.monotonic()))
         for p in self.procs:
             if p.is_alive():
                 p.kill()
+
+    def leave(self) -> None:
+        for q in self.tasks:
+            q.put(None)
 
 
 class Pools:
@@ -128,5 +133,10 @@ class Pools:
         return pool
 
     def close(self) -> None:
+        import time
+
         for pool in self._pools.values():
-            pool.close()
+            pool.leave()
+        deadline = time.monotonic() + 5
+        for pool in self._pools.values():
+            pool.close(deadline)
