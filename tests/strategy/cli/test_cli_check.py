@@ -71,9 +71,15 @@ def test_validate_checks_the_degrees_against_the_world_size(write):
     assert "multiply to 2, but the world size is 4" in result.stderr
 
 
-def test_usage_errors_exit_2():
-    assert strategy_cli("validate").returncode == 2
-    assert strategy_cli("frobnicate").returncode == 2
+def test_usage_errors_exit_2(capsys):
+    from strategy.cli import main
+
+    for argv in (["validate"], ["frobnicate"]):  # (in this process: argparse's usage errors exit 2)
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2, argv
+    assert "usage: strategy" in capsys.readouterr().err
+    assert strategy_cli("validate").returncode == 2  # and as a command
 
 
 def test_resolve_prints_effective_settings_and_notes(write):
