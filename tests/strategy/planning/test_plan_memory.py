@@ -25,6 +25,10 @@ RUNS = [
     (2, "llama", "recompute: true hybrid_configs { mp_degree: 2 mp_configs { sequence_parallel: true } }"),
     (2, "llama", "hybrid_configs { sep_degree: 2 }"),
     (2, "llama", "hybrid_configs { cp_degree: 2 }"),
+    # recompute where the sequence is split, and on a pipeline's last stage under pure bf16 (1F1B, 4 micro-batches)
+    (2, "llama", "recompute: true hybrid_configs { sep_degree: 2 }"),
+    (2, "llama", "recompute: true hybrid_configs { cp_degree: 2 }"),
+    (2, "qwen2", BF16 + "recompute: true " + PP),
     (1, "llama", BF16),
     (2, "llama", BF16 + "hybrid_configs { mp_degree: 2 }"),
     (2, "llama", BF16 + "hybrid_configs { sharding_degree: 2 sharding_configs { stage: 3 } }"),
