@@ -1,0 +1,95 @@
+"""How a PaddleFormers checkpoint's weights become the Hugging Face model's, per architecture: which Paddle name
+becomes which Hugging Face name(s), the layout change, and how Paddle's tensor parallelism split it (to merge its
+`.tpNN` shards). The rules are data, so that the docs' table is generated from them.
+
+Observed on checkpoints PaddlePaddle 3.3.1 / PaddleFormers 1.2.0 wrote (../shared/fixtures/paddle-ckpt/README.md):
+Linear weights are stored [in, out] (Hugging Face: [out, in]); embeddings and the LM head [vocab, hidden], as Hugging
+Face; a fused `qkv_proj` is grouped by key/value head (per group: its query heads, then its key, then its value); a
+fused `up_gate_proj` is [gate | up] despite its name; a tied LM head is a copy of the embedding.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, NamedTuple
+
+import numpy as np
+
+__all__ = ["ARCHITECTURES", "Rule", "apply", "rule_for"]
+
+
+class Rule(NamedTuple):
+    """`paddle`: a regular expression over Paddle's structured names; `hf`: the Hugging Face name(s) it becomes
+    (`\\1` the layer index); `change`: "as is", "transposed", "qkv" (the grouped fused projection split into q, k, v,
+    each transposed), "gate_up" ([gate | up] split, each transposed) or "tied" (the LM head's copy of the embedding,
+    dropped); `tp`: how Paddle's tensor parallelism splits it: "column" (last axis), "row" (first axis), "pairs"
+    (each rank's [gate_r | up_r]) or "" (whole on every rank)."""
+
+    paddle: str
+    hf: tuple[str, ...]
+    change: str
+    tp: str
+
+
+_L = r"model\.layers\.(\d+)\."
+_DENSE = (
+    Rule(r"model\.embed_tokens\.weight", ("model.embed_tokens.weight",), "as is", "row"),
+    Rule(_L + r"input_layernorm\.weight", (r"model.layers.\1.input_layernorm.weight",), "as is", ""),
+    Rule(_L + r"post_attention_layernorm\.weight", (r"model.layers.\1.post_attention_layernorm.weight",), "as is", ""),
+    Rule(_L + r"self_attn\.o_proj\.weight", (r"model.layers.\1.self_attn.o_proj.weight",), "transposed", "row"),
+    Rule(_L + r"mlp\.down_proj\.weight", (r"model.layers.\1.mlp.down_proj.weight",), "transposed", "row"),
+    Rule(r"model\.norm\.weight", ("model.norm.weight",), "as is", ""),
+)
+_SEPARATE = tuple(
+    Rule(_L + rf"{part}\.{name}\.weight", (rf"model.layers.\1.{part}.{name}.weight",), "transposed", "column")
+    for part, name in (("self_attn", "q_proj"), ("self_attn", "k_proj"), ("self_attn", "v_proj"), ("mlp", "gate_proj"),
+                       ("mlp", "up_proj")))
+_QKV = tuple(
+    Rule(_L + rf"self_attn\.qkv_proj\.{kind}", tuple(rf"model.layers.\1.self_attn.{p}_proj.{kind}" for p in "qkv"),
+         "qkv", "column") for kind in ("weight", "bias"))
+_GATE_UP = (Rule(_L + r"mlp\.up_gate_proj\.weight", (r"model.layers.\1.mlp.gate_proj.weight",
+                                                     r"model.layers.\1.mlp.up_proj.weight"), "gate_up", "pairs"),)
+_HEAD = Rule(r"lm_head\.weight", ("lm_head.weight",), "as is", "row")
+_TIED_HEAD = Rule(r"lm_head\.weight", (), "tied", "row")
+
+# By config.json's model_type: Llama (q/k/v and gate/up apart, an LM head of its own); Qwen2 (PaddleFormers'
+# Qwen2ForCausalLMDeprecated: qkv and up_gate fused, q/k/v biased, the head tied or not).
+ARCHITECTURES: dict[str, tuple[Rule, ...]] = {
+    "llama": _DENSE + _SEPARATE + (_HEAD,),
+    "qwen2": _DENSE + _QKV + _SEPARATE + _GATE_UP + (_HEAD,),
+}
+
+
+def rule_for(model_type: str, name: str, tied: bool) -> Rule | None:
+    """The rule that maps Paddle's `name` for `model_type` (a tied model's LM head: the dropped copy)."""
+    if tied and name == "lm_head.weight":
+        return _TIED_HEAD
+    return next((r for r in ARCHITECTURES[model_type] if re.fullmatch(r.paddle, name)), None)
+
+
+def apply(rule: Rule, name: str, value: np.ndarray, config: Any) -> dict[str, np.ndarray]:
+    """`value` (Paddle's `name`, Paddle's layout) as the Hugging Face name(s) and layout `rule` says."""
+    names = [re.sub(rule.paddle, hf, name) if hf else hf for hf in rule.hf]
+    if rule.change == "as is":
+        return {names[0]: value}
+    if rule.change == "transposed":
+        return {names[0]: value.T}
+    if rule.change == "qkv":
+        return dict(zip(names, _split_qkv(value, config)))
+    if rule.change == "gate_up":
+        gate, up = np.split(value, 2, axis=-1)
+        return {names[0]: gate.T, names[1]: up.T}
+    return {}  # "tied": the embedding is the head
+
+
+def _split_qkv(value: np.ndarray, config: Any) -> tuple[np.ndarray, ...]:
+    """A fused projection ([hidden, (heads + 2·kv_heads)·head_dim], or its bias), grouped by key/value head: per
+    group its heads/kv_heads query heads, its key head, its value head; as q, k, v in Hugging Face's [out, in]."""
+    heads, kv = config["num_attention_heads"], config.get("num_key_value_heads") or config["num_attention_heads"]
+    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    per = heads // kv
+    grouped = value.reshape(*value.shape[:-1], kv, per + 2, head_dim)
+    q = grouped[..., :per, :].reshape(*value.shape[:-1], heads * head_dim)
+    k = grouped[..., per, :].reshape(*value.shape[:-1], kv * head_dim)
+    v = grouped[..., per + 1, :].reshape(*value.shape[:-1], kv * head_dim)
+    return tuple(x.T if x.ndim == 2 else x for x in (q, k, v))

@@ -1,0 +1,131 @@
+"""A Paddle training run continues in PyTorch: checkpoints PaddlePaddle 3.3.1 / PaddleFormers 1.2.0 wrote themselves
+(../shared/fixtures/paddle-ckpt: weights, AdamW state after two steps, tensor-parallel shards) read into the Hugging
+Face model of the same architecture give Paddle's logits, and a third torch AdamW step from the imported moments gives
+Paddle's third-step loss and parameters."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+import strategy
+from conftest import ROOT
+from parallel.checkpoint.paddle import read_paddle
+from parallel.checkpoint.paddle.layout import apply, rule_for
+
+transformers = pytest.importorskip("transformers")
+
+CKPT = ROOT.parent / "shared" / "fixtures" / "paddle-ckpt"
+MODELS = ["llama", "qwen2"]
+
+
+def _model(c):
+    torch.manual_seed(0)
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**c.config))
+    model.load_state_dict(c.weights, strict=not c.config.get("tie_word_embeddings"))
+    return model
+
+
+def _paddle_loss(model, ids: torch.Tensor) -> torch.Tensor:
+    """PaddleFormers' criterion: cross entropy of logits[t] against labels[t], unshifted (its collator shifts)."""
+    logits = model(input_ids=ids).logits
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_imported_weights_give_paddles_logits(name):
+    c = read_paddle(CKPT / name / "paddle_pdparams", optimizer=CKPT / name / "optimizer.pdopt")
+    model = _model(c).eval()
+    ids = torch.from_numpy(np.load(CKPT / name / "eval_ids.npy"))
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[:, :4]
+    torch.testing.assert_close(logits, torch.from_numpy(np.load(CKPT / name / "eval_logits_first4.npy")),
+                               rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_third_adamw_step_from_the_imported_state_is_paddles(name):
+    truths = json.loads((CKPT / name / "truths.json").read_text())
+    c = read_paddle(CKPT / name / "paddle_pdparams", optimizer=CKPT / name / "optimizer.pdopt")
+    model = _model(c).train()
+    o = truths["optimizer"]
+    opt = torch.optim.AdamW(model.parameters(), lr=o["learning_rate"], betas=(o["beta1"], o["beta2"]),
+                            eps=o["epsilon"], weight_decay=o["weight_decay"])
+    by_name = dict(model.named_parameters())
+    assert set(by_name) == set(c.optimizer)  # every parameter's moments, the tied head's once
+    for pname, p in by_name.items():
+        opt.state[p] = {k: v.clone() for k, v in c.optimizer[pname].items()}
+    assert float(c.optimizer["model.norm.weight"]["step"]) == 2
+    loss = _paddle_loss(model, torch.from_numpy(np.load(CKPT / name / "train_ids.npy")))
+    assert loss.item() == pytest.approx(truths["train_loss_step3"], abs=1e-5)
+    loss.backward()
+    opt.step()
+    after = np.load(CKPT / name / "params_after_step3.npz")
+    tied = c.config.get("tie_word_embeddings", False)
+    for key in after.files:
+        rule = rule_for(c.model_type, key, tied)
+        for hf, value in apply(rule, key, after[key], c.config).items():
+            torch.testing.assert_close(by_name[hf].detach(), torch.from_numpy(np.ascontiguousarray(value)),
+                                       rtol=0, atol=2e-6, msg=lambda m, hf=hf: f"{hf}: {m}")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_tensor_parallel_shards_merge_into_the_whole_checkpoint(name):
+    whole = read_paddle(CKPT / name / "paddle_pdparams", optimizer=CKPT / name / "optimizer.pdopt")
+    merged = read_paddle(CKPT / name / "tp2", config=CKPT / name / "paddle_pdparams" / "config.json")
+    assert merged.weights.keys() == whole.weights.keys()
+    for key, value in whole.weights.items():
+        assert torch.equal(merged.weights[key], value), key
+    for key, state in whole.optimizer.items():
+        for k, v in state.items():
+            assert torch.equal(merged.optimizer[key][k], v), (key, k)
+    assert any("merged from 2 shards (pairs)" in line for line in merged.lines) == (name == "qwen2")
+
+
+def test_each_paddle_key_has_one_line_saying_what_it_became():
+    c = read_paddle(CKPT / "qwen2" / "paddle_pdparams", optimizer=CKPT / "qwen2" / "optimizer.pdopt")
+    paddle_keys = [k for k in pickle.load(open(CKPT / "qwen2" / "paddle_pdparams" / "model_state.pdparams", "rb"))
+                   if not k.endswith("@@")]
+    assert [line.split(" ", 1)[0] for line in c.lines[:-1]] == paddle_keys
+    assert ("model.layers.0.mlp.up_gate_proj.weight (linear_2.w_0) -> model.layers.0.mlp.gate_proj.weight, "
+            "model.layers.0.mlp.up_proj.weight: split from the fused [gate | up], each transposed") in c.lines
+    assert "lm_head.weight (embedding_0.w_0) -> nothing: dropped: the tied LM head's copy of the embedding" in c.lines
+    assert c.lines[-1].startswith("optimizer: 26 parameters' AdamW moments, converted as their weights; step 2")
+
+
+def test_a_pickle_of_anything_but_arrays_is_refused_unrun(tmp_path):
+    class Boom:
+        def __reduce__(self):
+            return (print, ("ran",))
+
+    (tmp_path / "model_state.pdparams").write_bytes(pickle.dumps({"model.norm.weight": Boom()}))
+    (tmp_path / "config.json").write_text((CKPT / "llama" / "paddle_pdparams" / "config.json").read_text())
+    with pytest.raises(strategy.StrategyError, match=r"the pickle asks for builtins.print, which a Paddle checkpoint of "
+                                                     r"plain tensors never holds; it is refused unrun"):
+        read_paddle(tmp_path)
+
+
+def test_what_does_not_fit_is_an_error_naming_the_key_and_the_file(tmp_path):
+    weights = pickle.load(open(CKPT / "llama" / "paddle_pdparams" / "model_state.pdparams", "rb"))
+    config = json.loads((CKPT / "llama" / "paddle_pdparams" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    path = tmp_path / "model_state.pdparams"
+    path.write_bytes(pickle.dumps({**weights, "model.layers.0.mlp.extra.weight": np.zeros((2, 2), np.float32)}))
+    with pytest.raises(strategy.StrategyError, match=rf"{path}: model.layers.0.mlp.extra.weight: not a weight of a "
+                                                     "llama checkpoint this importer knows"):
+        read_paddle(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**config, "intermediate_size": 96}))
+    path.write_bytes(pickle.dumps(weights))
+    with pytest.raises(strategy.StrategyError, match=r"model.layers.0.mlp.gate_proj.weight comes out \[128, 64\], but "
+                                                     r"LlamaForCausalLM of this config has \[96, 64\]"):
+        read_paddle(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    opt = pickle.load(open(CKPT / "llama" / "optimizer.pdopt", "rb"))
+    (tmp_path / "optimizer.pdopt").write_bytes(pickle.dumps({**opt, "linear_99.w_0_moment1_0": np.zeros(2)}))
+    with pytest.raises(strategy.StrategyError, match="linear_99.w_0_moment1_0 is no AdamW state of a parameter of the "
+                                                     "weights"):
+        read_paddle(tmp_path)
