@@ -21,8 +21,8 @@ __all__ = ["ARCHITECTURES", "Rule", "apply", "rule_for"]
 class Rule(NamedTuple):
     """`paddle`: a regular expression over Paddle's structured names; `hf`: the Hugging Face name(s) it becomes
     (`\\1` the layer index); `change`: "as is", "transposed", "qkv" (the grouped fused projection split into q, k, v,
-    each transposed), "gate_up" ([gate | up] split, each transposed) or "tied" (the LM head's copy of the embedding,
-    dropped); `tp`: how Paddle's tensor parallelism splits it: "column" (last axis), "row" (first axis), "pairs"
+    each transposed), "gate_up" ([gate | up] split, each transposed), "expert" (one expert's weight, transposed into
+    its slice `#e` of Hugging Face's stacked tensor) or "tied" (the LM head's copy of the embedding, dropped); `tp`: how Paddle's tensor parallelism splits it: "column" (last axis), "row" (first axis), "pairs"
     (each rank's [gate_r | up_r]) or "" (whole on every rank)."""
 
     paddle: str
@@ -49,14 +49,31 @@ _QKV = tuple(
          "qkv", "column") for kind in ("weight", "bias"))
 _GATE_UP = (Rule(_L + r"mlp\.up_gate_proj\.weight", (r"model.layers.\1.mlp.gate_proj.weight",
                                                      r"model.layers.\1.mlp.up_proj.weight"), "gate_up", "pairs"),)
+_E = _L + r"mlp\.experts\.(\d+)\."
+_S = r"model.layers.\1.mlp.shared_expert."
+# Qwen2-MoE: each expert's [gate | up] and down stacked into Hugging Face's fused expert tensors (`#e`: expert e of
+# the stack, [2·moe_inter, hidden] and [hidden, moe_inter] each), the router and the shared expert's gate [in, out].
+_MOE = (
+    Rule(_E + r"up_gate_proj\.weight", (r"model.layers.\1.mlp.experts.gate_up_proj#\2",), "expert", "pairs"),
+    Rule(_E + r"down_proj\.weight", (r"model.layers.\1.mlp.experts.down_proj#\2",), "expert", "row"),
+    Rule(_L + r"mlp\.gate\.weight", (r"model.layers.\1.mlp.gate.weight",), "transposed", ""),
+    Rule(_L + r"mlp\.shared_expert\.up_gate_proj\.weight", (_S + "gate_proj.weight", _S + "up_proj.weight"),
+         "gate_up", "pairs"),
+    Rule(_L + r"mlp\.shared_expert\.down_proj\.weight", (_S + "down_proj.weight",), "transposed", "row"),
+    Rule(_L + r"mlp\.shared_expert_gate\.weight", (r"model.layers.\1.mlp.shared_expert_gate.weight",), "transposed",
+         ""),
+)
 _HEAD = Rule(r"lm_head\.weight", ("lm_head.weight",), "as is", "row")
 _TIED_HEAD = Rule(r"lm_head\.weight", (), "tied", "row")
 
 # By config.json's model_type: Llama (q/k/v and gate/up apart, an LM head of its own); Qwen2 (PaddleFormers'
-# Qwen2ForCausalLMDeprecated: qkv and up_gate fused, q/k/v biased, the head tied or not).
+# Qwen2ForCausalLMDeprecated: qkv and up_gate fused, q/k/v biased, the head tied or not); ERNIE-4.5 (fused, no
+# biases); Qwen2-MoE (Qwen2MoeForCausalLMDeprecated: Qwen2's attention, experts, a shared expert and its gate).
 ARCHITECTURES: dict[str, tuple[Rule, ...]] = {
     "llama": _DENSE + _SEPARATE + (_HEAD,),
     "qwen2": _DENSE + _QKV + _SEPARATE + _GATE_UP + (_HEAD,),
+    "ernie4_5": _DENSE + _QKV + _GATE_UP + (_HEAD,),
+    "qwen2_moe": _DENSE + _QKV + _MOE + (_HEAD,),
 }
 
 
@@ -72,7 +89,7 @@ def apply(rule: Rule, name: str, value: np.ndarray, config: Any) -> dict[str, np
     names = [re.sub(rule.paddle, hf, name) if hf else hf for hf in rule.hf]
     if rule.change == "as is":
         return {names[0]: value}
-    if rule.change == "transposed":
+    if rule.change in ("transposed", "expert"):  # (an expert: its slice of the stack, named name#e)
         return {names[0]: value.T}
     if rule.change == "qkv":
         return dict(zip(names, _split_qkv(value, config)))

@@ -70,6 +70,7 @@ def read_paddle(src: str | os.PathLike[str], *, config: str | os.PathLike[str] |
     names = dict(shards[0].get(NAMES) or {})
     out = PaddleCheckpoint(kind, cfg, {})
     rules: dict[str, Rule] = {}
+    arrays: dict[str, np.ndarray] = {}
     for key in [k for k in shards[0] if k != NAMES]:
         rule = rule_for(kind, key, tied)
         if rule is None:
@@ -78,12 +79,31 @@ def read_paddle(src: str | os.PathLike[str], *, config: str | os.PathLike[str] |
         rules[key] = rule
         value = _merged(key, [s.get(key) for s in shards], rule, files)
         converted = apply(rule, key, value, cfg)
-        out.weights.update({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in converted.items()})
+        arrays.update(converted)
         out.lines.append(_line(key, names.get(key), rule, converted, len(files)))
+    out.weights = _tensors(arrays, files[0])
     _check_shapes(out, cfg, files[0])
     opt_files = _optimizer_files(folder, optimizer, len(files))
     if opt_files:
         out.optimizer = _optimizer(opt_files, names, rules, kind, cfg, betas, out.lines)
+    return out
+
+
+def _tensors(arrays: dict[str, np.ndarray], where: Path) -> dict[str, torch.Tensor]:
+    """torch tensors by Hugging Face name, each expert's slice (`name#e`) stacked into its tensor, experts 0..E-1."""
+    out: dict[str, torch.Tensor] = {}
+    stacks: dict[str, dict[int, np.ndarray]] = {}
+    for name, value in arrays.items():
+        base, _, index = name.partition("#")
+        if index:
+            stacks.setdefault(base, {})[int(index)] = value
+        else:
+            out[name] = torch.from_numpy(np.ascontiguousarray(value))
+    for base, parts in stacks.items():
+        if sorted(parts) != list(range(len(parts))):
+            raise StrategyError(f"{where}: {base} has experts {sorted(parts)}; every expert 0..{len(parts) - 1} is "
+                                "needed to stack them", source=str(where))
+        out[base] = torch.from_numpy(np.ascontiguousarray(np.stack([parts[e] for e in range(len(parts))])))
     return out
 
 
@@ -141,8 +161,9 @@ def _merged(key: str, parts: list[Any], rule: Rule, files: list[Path]) -> np.nda
 
 _CHANGES = {"as is": "as is", "transposed": "transposed [in, out] -> [out, in]",
             "qkv": "split from the fused qkv (grouped by key/value head), each transposed",
-            "gate_up": "split from the fused [gate | up], each transposed", "tied": "dropped: the tied LM head's copy "
-            "of the embedding"}
+            "gate_up": "split from the fused [gate | up], each transposed",
+            "expert": "transposed into its expert's slice of the stacked tensor",
+            "tied": "dropped: the tied LM head's copy of the embedding"}
 
 
 def _line(key: str, tensor: str | None, rule: Rule, converted: dict[str, np.ndarray], shards: int) -> str:
@@ -182,7 +203,7 @@ def _optimizer(files: list[Path], names: dict[str, str], rules: dict[str, Rule],
     """torch AdamW's state by Hugging Face name: each moment converted as its weight; the step from beta1^(step+1)."""
     shards = [load_pickle(f) for f in files]
     structured = {tensor: key for key, tensor in names.items() if key in rules and rules[key].change != "tied"}
-    out: dict[str, dict[str, torch.Tensor]] = {}
+    moments: dict[str, dict[str, np.ndarray]] = {}
     steps: set[int] = set()
     for entry in [k for k in shards[0] if k != NAMES]:
         suffix = next((s for s in (*_MOMENTS, *_POWS) if entry.endswith(s)), None)
@@ -203,8 +224,11 @@ def _optimizer(files: list[Path], names: dict[str, str], rules: dict[str, Rule],
             steps.add(round(step))
             continue
         moment = _merged(entry, parts, rules[key], files)
-        for name, value in apply(rules[key], key, moment, cfg).items():
-            out.setdefault(name, {})[_MOMENTS[suffix]] = torch.from_numpy(np.ascontiguousarray(value))
+        moments.setdefault(_MOMENTS[suffix], {}).update(apply(rules[key], key, moment, cfg))
+    out: dict[str, dict[str, torch.Tensor]] = {}
+    for which, arrays in moments.items():
+        for hf_name, moment_tensor in _tensors(arrays, files[0]).items():
+            out.setdefault(hf_name, {})[which] = moment_tensor
     if len(steps) > 1:
         raise StrategyError(f"{files[0]}: the beta powers give steps {sorted(steps)}: pass the run's AdamW betas",
                             source=str(files[0]))
