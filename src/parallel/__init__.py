@@ -16,7 +16,7 @@ Layout (each subpackage imports only those above it):
     compose/     `parallelize`: a user's model, parallelised in one fixed order
 """
 
-from .checkpoint import Checkpoint, Checkpointer, full_state_dict, load, save
+from .checkpoint import Checkpoint, Checkpointer, full_state_dict, import_paddle, load, save
 from .compose import parallelize
 from .pipeline import PipelineModel
 from .sep import sep_attention, sequence_positions, split_sequence
@@ -64,6 +64,7 @@ __all__ = [
     "destroy",
     "full_state_dict",
     "gather_from_sequence",
+    "import_paddle",
     "init",
     "is_sharded",
     "load",

@@ -110,3 +110,19 @@ def _split_qkv(value: np.ndarray, config: Any) -> tuple[np.ndarray, ...]:
     k = grouped[..., per, :].reshape(*value.shape[:-1], kv * head_dim)
     v = grouped[..., per + 1, :].reshape(*value.shape[:-1], kv * head_dim)
     return tuple(x.T if x.ndim == 2 else x for x in (q, k, v))
+
+
+def markdown() -> str:
+    """The rules as docs/paddle-checkpoints.md's table: per architecture, Paddle's key pattern, the Hugging Face
+    name(s) it becomes, the layout change and how Paddle's tensor parallelism splits it."""
+    rows = ["| model_type | Paddle key | Hugging Face name(s) | change | Paddle's tensor-parallel split |",
+            "|---|---|---|---|---|"]
+    split = {"column": "columns (last axis)", "row": "rows (first axis)", "pairs": "[gate_r \\| up_r] per rank",
+             "": "whole on every rank"}
+    for kind, rules in ARCHITECTURES.items():
+        for r in (*rules, _TIED_HEAD):
+            paddle = r.paddle.replace("(\\d+)", "N", 1).replace("(\\d+)", "E").replace("\\.", ".")
+            hf = ", ".join(h.replace("\\1", "N").replace("#\\2", "[E]") for h in r.hf) or "(dropped)"
+            change = "dropped under tie_word_embeddings (the embedding's copy)" if r.change == "tied" else r.change
+            rows.append(f"| {kind} | `{paddle}` | {hf} | {change} | {split[r.tp]} |")
+    return "\n".join(rows) + "\n"
