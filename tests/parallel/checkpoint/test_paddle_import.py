@@ -48,10 +48,14 @@ def test_imported_weights_give_paddles_logits(name):
                                rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("shards", [False, True], ids=["whole", "tp2-shards"])
 @pytest.mark.parametrize("name", MODELS)
-def test_a_third_adamw_step_from_the_imported_state_is_paddles(name):
+def test_a_third_adamw_step_from_the_imported_state_is_paddles(name, shards):
     truths = json.loads((CKPT / name / "truths.json").read_text())
-    c = read_paddle(CKPT / name / "paddle_pdparams", optimizer=CKPT / name / "optimizer.pdopt")
+    if shards:
+        c = read_paddle(CKPT / name / "tp2", config=CKPT / name / "paddle_pdparams" / "config.json")
+    else:
+        c = read_paddle(CKPT / name / "paddle_pdparams", optimizer=CKPT / name / "optimizer.pdopt")
     model = _model(c).train()
     o = truths["optimizer"]
     opt = torch.optim.AdamW(model.parameters(), lr=o["learning_rate"], betas=(o["beta1"], o["beta2"]),
@@ -62,7 +66,7 @@ def test_a_third_adamw_step_from_the_imported_state_is_paddles(name):
         opt.state[p] = {k: v.clone() for k, v in c.optimizer[pname].items()}
     assert float(c.optimizer["model.norm.weight"]["step"]) == 2
     loss = _paddle_loss(model, torch.from_numpy(np.load(CKPT / name / "train_ids.npy")))
-    assert loss.item() == pytest.approx(truths["train_loss_step3"], abs=1e-5)
+    assert loss.item() == pytest.approx(truths["train_loss_step3"], abs=1e-6)
     loss.backward()
     opt.step()
     after = np.load(CKPT / name / "params_after_step3.npz")
@@ -71,7 +75,7 @@ def test_a_third_adamw_step_from_the_imported_state_is_paddles(name):
         rule = rule_for(c.model_type, key, tied)
         for hf, value in apply(rule, key, after[key], c.config).items():
             torch.testing.assert_close(by_name[hf].detach(), torch.from_numpy(np.ascontiguousarray(value)),
-                                       rtol=0, atol=2e-6, msg=lambda m, hf=hf: f"{hf}: {m}")
+                                       rtol=0, atol=1e-6, msg=lambda m, hf=hf: f"{hf}: {m}")
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -107,6 +111,21 @@ def test_a_pickle_of_anything_but_arrays_is_refused_unrun(tmp_path):
     (tmp_path / "config.json").write_text((CKPT / "llama" / "paddle_pdparams" / "config.json").read_text())
     with pytest.raises(strategy.StrategyError, match=r"the pickle asks for builtins.print, which a Paddle checkpoint of "
                                                      r"plain tensors never holds; it is refused unrun"):
+        read_paddle(tmp_path)
+
+
+def test_a_truncated_file_and_a_missing_shard_are_errors_naming_the_file(tmp_path):
+    (tmp_path / "config.json").write_text((CKPT / "llama" / "paddle_pdparams" / "config.json").read_text())
+    data = (CKPT / "llama" / "tp2" / "model_state.tp00.pdparams").read_bytes()
+    (tmp_path / "model_state.tp00.pdparams").write_bytes(data)
+    (tmp_path / "model_state.tp02.pdparams").write_bytes(data)
+    with pytest.raises(strategy.StrategyError, match=r"the shards of model_state are ranks \[0, 2\]; every rank 0..1 "
+                                                     "is needed to merge them"):
+        read_paddle(tmp_path)
+    (tmp_path / "model_state.tp02.pdparams").unlink()
+    (tmp_path / "model_state.tp01.pdparams").write_bytes(data[: len(data) // 2])
+    with pytest.raises(strategy.StrategyError, match=rf"{tmp_path / 'model_state.tp01.pdparams'}: not a Paddle "
+                                                     r"checkpoint pickle \((EOFError|UnpicklingError)"):
         read_paddle(tmp_path)
 
 
@@ -240,14 +259,37 @@ def test_the_import_is_a_checkpoint_that_resumes_at_mp_2_with_paddles_third_step
     for rank in pools(2).run(cases.third_step, str(out), str(CKPT / "llama"), "hybrid_configs { mp_degree: 2 }",
                              timeout=120):
         assert (rank["step"], rank["mp"], rank["lr"]) == (2, 2, 1e-3)
-        assert rank["loss"] == pytest.approx(truths["train_loss_step3"], abs=1e-5)
-        assert rank["worst"] < 2e-6
+        assert rank["loss"] == pytest.approx(truths["train_loss_step3"], abs=1e-6)
+        assert rank["worst"] < 1e-6
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(hf)
     ids = torch.from_numpy(np.load(CKPT / "llama" / "eval_ids.npy"))
     with torch.no_grad():
         logits = reloaded.eval()(input_ids=ids).logits[:, :4]
     torch.testing.assert_close(logits, torch.from_numpy(np.load(CKPT / "llama" / "eval_logits_first4.npy")),
                                rtol=0, atol=1e-5)
+
+
+def test_a_paddle_run_continues_under_torchrun_from_the_import(tmp_path):
+    """The guide's path: import into the example's checkpoint directory with a Hugging Face copy of the model, then
+    `torchrun examples/finetune_hf.py` resumes at step 2 and trains on at mp 2."""
+    import subprocess
+    import sys
+
+    from strategy.cli import main
+
+    run = tmp_path / "run"
+    assert main(["checkpoint", "import", "--from", "paddle", str(CKPT / "llama" / "paddle_pdparams"), "--optimizer",
+                 str(CKPT / "llama" / "optimizer.pdopt"), "-o", str(run / "checkpoints" / "step-2"), "--hf",
+                 str(tmp_path / "hf")]) == 0
+    (tmp_path / "s.prototxt").write_text('hybrid_configs { mp_degree: 2 }\ncheckpoint_configs { dir: "checkpoints" '
+                                         "every_steps: 2 }\n")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "examples" / "finetune_hf.py"), "--strategy", str(tmp_path / "s.prototxt"), "--model",
+           str(tmp_path / "hf"), "--steps", "4", "--seq-len", "16", "--out", str(run)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"resuming from {run / 'checkpoints' / 'step-2'} (step 2)" in result.stdout
+    assert "in steps 3-4" in result.stdout
 
 
 def test_the_docs_rules_table_is_the_generated_one():
