@@ -41,3 +41,23 @@ def third_step(path: str, fixture: str, text: str) -> dict:
             worst = max(worst, (full[hf] - torch.from_numpy(np.ascontiguousarray(value))).abs().max().item())
     return {"loss": loss.item(), "step": info.step, "worst": worst, "lr": opt.optimizer.param_groups[0]["lr"],
             "mp": hcg.mp_size}
+
+
+def logits_after_load(path: str, fixture: str, text: str) -> float:
+    """Load the imported checkpoint (weights only) at `text`'s layout, gather the whole model, and run it in one
+    process on Paddle's evaluation batch: the largest distance from Paddle's logits (its first 4 positions)."""
+    import transformers
+
+    init(strategy.loads(text))
+    folder = Path(fixture)
+    config = json.loads((folder / "paddle_pdparams" / "config.json").read_text())
+    build = lambda: transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config))  # noqa: E731
+    torch.manual_seed(0)
+    model = parallel.parallelize(build())
+    load_quietly(path, model, None)
+    full = parallel.full_state_dict(model)
+    plain = build().eval()
+    plain.load_state_dict(full)
+    with torch.no_grad():
+        logits = plain(input_ids=torch.from_numpy(np.load(folder / "eval_ids.npy"))).logits[:, :4]
+    return (logits - torch.from_numpy(np.load(folder / "eval_logits_first4.npy"))).abs().max().item()

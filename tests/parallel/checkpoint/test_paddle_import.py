@@ -261,6 +261,11 @@ def test_the_import_is_a_checkpoint_that_resumes_at_mp_2_with_paddles_third_step
         assert (rank["step"], rank["mp"], rank["lr"]) == (2, 2, 1e-3)
         assert rank["loss"] == pytest.approx(truths["train_loss_step3"], abs=1e-6)
         assert rank["worst"] < 1e-6
+    pp2 = "hybrid_configs { pp_degree: 2 } pipeline_configs { micro_batch_size: 1 accumulate_steps: 2 }"
+    for text in ("hybrid_configs { mp_degree: 2 }", pp2):  # the weights resharded over mp, cut into stages
+        assert max(pools(2).run(cases.logits_after_load, str(out), str(CKPT / "llama"), text, timeout=120)) < 1e-5
+    assert sorted(p.name for p in (CKPT / "llama" / "paddle_pdparams").iterdir()) == ["config.json",
+                                                                                       "model_state.pdparams"]
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(hf)
     ids = torch.from_numpy(np.load(CKPT / "llama" / "eval_ids.npy"))
     with torch.no_grad():

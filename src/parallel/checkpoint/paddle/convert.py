@@ -29,8 +29,8 @@ def import_paddle(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
                   weight_decay: float = 0.01, hf: str | os.PathLike[str] | None = None) -> PaddleCheckpoint:
     """Write the Paddle checkpoint in `src` (see `read_paddle`) as this project's checkpoint `out`, with the AdamW
     state (`lr`, `betas`, `eps`, `weight_decay`: the run's; Paddle's defaults otherwise) and the step Paddle's beta
-    powers give; with `hf`, a Hugging Face directory too (safetensors and config.json). Returns what was read, its
-    report lines included.
+    powers give; with `hf`, a Hugging Face directory too (safetensors and config.json). Both are written beside and
+    moved into place, so a killed import leaves no half directory. Returns what was read, its report lines included.
 
     Example::
 
@@ -53,8 +53,13 @@ def import_paddle(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     with _one_rank() as hcg:
         parallel.save(out, model, opt if ckpt.optimizer else None, step=step,
                       extra={"imported_from": str(Path(src).absolute()), "paddle_model_type": ckpt.model_type}, hcg=hcg)
-    if hf is not None:
-        model.save_pretrained(hf, safe_serialization=True)
+    if hf is not None:  # written beside, then moved into place: a killed import leaves no half directory
+        from strategy.atomic import replace_directory
+
+        target = Path(hf).absolute()
+        partial = target.parent / f".{target.name}.partial-{os.getpid()}"
+        model.save_pretrained(partial, safe_serialization=True)
+        replace_directory(partial, target)
     return ckpt
 
 
