@@ -68,8 +68,7 @@ def _import(argv: list[str]) -> int:
         return 1
     for line in ckpt.lines:
         print(line)
-    step = int(next(iter(ckpt.optimizer.values()))["step"]) if ckpt.optimizer else None
-    print(f"wrote {args.output} (step {step})" + (f" and {args.hf}" if args.hf else ""))
+    print(f"wrote {args.output} (step {ckpt.step})" + (f" and {args.hf}" if args.hf else ""))
     return 0
 
 

@@ -30,6 +30,10 @@ LAUNCHED_WORLD = (f"import the script whose `python -m {LAUNCH}` runs it (its --
 _FILE = re.compile(r"\.(json|ya?ml)$")
 
 
+# The launcher flags that stand for a variable the script exports (a device list: --devices, --gpus).
+_FLAGS_FOR = {"PADDLE_NNODES": ("nnodes",)}
+
+
 class _Token(NamedTuple):
     text: str | Unexpanded
     where: Location
@@ -124,8 +128,7 @@ def leaves(text: str, source: str, command: int | None = None) -> list[Leaf]:
     out.insert(0, Leaf("command", f"{k} of {len(found)}: {program}", chosen.where))
     given = {leaf.key for leaf in out}
     out += [leaf for leaf in chosen.environment  # (the command's own --devices / --nnodes win)
-            if not (leaf.key == "PADDLE_NNODES" and "nnodes" in given) and not (leaf.key != "PADDLE_NNODES" and
-                                                                                given & {"devices", "gpus"})]
+            if given.isdisjoint(_FLAGS_FOR.get(leaf.key, ("devices", "gpus")))]
     flags: dict[str, Leaf] = {}
     from_file: list[Leaf] = []
     i += 1

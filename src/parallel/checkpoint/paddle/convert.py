@@ -49,9 +49,8 @@ def import_paddle(src: str | os.PathLike[str], out: str | os.PathLike[str], *,
     for name, p in model.named_parameters():
         if name in ckpt.optimizer:
             opt.state[p] = {k: v.clone() for k, v in ckpt.optimizer[name].items()}
-    step = int(next(iter(ckpt.optimizer.values()))["step"]) if ckpt.optimizer else None
     with _one_rank() as hcg:
-        parallel.save(out, model, opt if ckpt.optimizer else None, step=step,
+        parallel.save(out, model, opt if ckpt.optimizer else None, step=ckpt.step,
                       extra={"imported_from": str(Path(src).absolute()), "paddle_model_type": ckpt.model_type}, hcg=hcg)
     if hf is not None:  # written beside, then moved into place: a killed import leaves no half directory
         from strategy.atomic import replace_directory

@@ -34,12 +34,14 @@ _POWS = ("_beta1_pow_acc_0", "_beta2_pow_acc_0")
 class PaddleCheckpoint:
     """What a Paddle run saved, in torch's terms: `weights` by Hugging Face name ([out, in] layout), `optimizer` by
     the same names (torch AdamW's per-parameter state: step, exp_avg, exp_avg_sq; empty without optimizer files),
-    the `config` (its config.json) and `lines`, one per Paddle key, saying what it became."""
+    the `config` (its config.json), the `step` the optimizer's beta powers give (None without optimizer files) and
+    `lines`, one per Paddle key, saying what it became."""
 
     model_type: str
     config: dict[str, Any]
     weights: dict[str, torch.Tensor]
     optimizer: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    step: int | None = None
     lines: list[str] = field(default_factory=list)
 
 
@@ -85,7 +87,7 @@ def read_paddle(src: str | os.PathLike[str], *, config: str | os.PathLike[str] |
     _check_shapes(out, cfg, files[0])
     opt_files = _optimizer_files(folder, optimizer, len(files))
     if opt_files:
-        out.optimizer = _optimizer(opt_files, names, rules, kind, cfg, betas, out.lines)
+        out.optimizer, out.step = _optimizer(opt_files, names, rules, kind, cfg, betas, out.lines)
     return out
 
 
@@ -199,7 +201,7 @@ def _check_shapes(out: PaddleCheckpoint, cfg: dict[str, Any], where: Path) -> No
 
 
 def _optimizer(files: list[Path], names: dict[str, str], rules: dict[str, Rule], kind: str, cfg: dict[str, Any],
-               betas: tuple[float, float], lines: list[str]) -> dict[str, dict[str, torch.Tensor]]:
+               betas: tuple[float, float], lines: list[str]) -> tuple[dict[str, dict[str, torch.Tensor]], int]:
     """torch AdamW's state by Hugging Face name: each moment converted as its weight; the step from beta1^(step+1)."""
     shards = [load_pickle(f) for f in files]
     structured = {tensor: key for key, tensor in names.items() if key in rules and rules[key].change != "tied"}
@@ -237,4 +239,4 @@ def _optimizer(files: list[Path], names: dict[str, str], rules: dict[str, Rule],
         state["step"] = torch.tensor(float(step))
     lines.append(f"optimizer: {len(out)} parameters' AdamW moments, converted as their weights; step {step} (from "
                  f"beta1^(step+1), betas {betas[0]}, {betas[1]})")
-    return out
+    return out, step
