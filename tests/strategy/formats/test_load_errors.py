@@ -295,3 +295,20 @@ def test_a_block_closed_by_the_wrong_bracket_says_which_one_it_expected():
 def test_a_huge_float_for_an_integer_is_reported_briefly():
     with pytest.raises(StrategyError, match=r"mp_degree expects an integer, got the number 1e\+300$"):
         strategy.loads('{"hybrid_configs": {"mp_degree": 1e300}}', format="json")
+
+
+BIG = "9" * 5001  # past Python's int() digit limit (4300)
+
+
+@pytest.mark.parametrize(("fmt", "text", "at"), [
+    ("yaml", f"hybrid_configs:\n  mp_degree: {BIG}\n", (2, 14)),
+    ("yaml", f"hybrid_configs: {{mp_degree: {BIG}}}\n", (1, 29)),
+    ("json", f'{{"hybrid_configs": {{"mp_degree": {BIG}}}}}', (1, 34)),
+    ("prototxt", f"hybrid_configs {{ mp_degree: {BIG} }}", (1, 29)),
+])
+def test_a_number_of_thousands_of_digits_is_out_of_range_in_every_format(fmt, text, at):
+    """Found by the fuzz test: YAML's direct reader passed such a number to int(), which raised ValueError."""
+    with pytest.raises(StrategyError) as e:
+        strategy.loads(text, format=fmt)
+    assert (e.value.line, e.value.column) == at
+    assert e.value.message == f"number {BIG[:24]}... (5001 characters) is out of range for any field"

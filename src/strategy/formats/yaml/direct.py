@@ -19,7 +19,7 @@ from google.protobuf.message import Message
 
 from ..direct import Checks, GiveUp, Slot, assign, fields
 from ...errors import Location
-from ..limits import MAX_NODES
+from ..limits import MAX_NODES, MAX_NUMBER_CHARS
 
 __all__ = ["fill"]
 
@@ -53,6 +53,8 @@ def _plain(word: str) -> Any:
     if head.isalpha() or head == "_":
         return word  # no implicit type starts with a letter but bools and nulls
     if _INT.fullmatch(word):
+        if len(word) > MAX_NUMBER_CHARS:
+            raise GiveUp  # int() of thousands of digits is refused: the located reader names the place
         return int(word)
     if _FLOAT.fullmatch(word):
         return float(word)
@@ -145,7 +147,7 @@ def _fill(root: Message, text: str, source: str, checks: Checks) -> dict[str, Lo
         value: Any
         if raw in _BOOLS:
             value = _BOOLS[raw]
-        elif raw.isdigit() and (raw[0] != "0" or len(raw) == 1):
+        elif raw.isdigit() and (raw[0] != "0" or len(raw) == 1) and len(raw) <= MAX_NUMBER_CHARS:
             value = int(raw)  # the common cases, as _scalar reads them
         else:
             value = _scalar(raw)

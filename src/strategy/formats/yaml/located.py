@@ -10,7 +10,7 @@ from __future__ import annotations
 import yaml
 
 from ...errors import Location, StrategyError
-from ..limits import MAX_DEPTH, MAX_NODES
+from ..limits import MAX_DEPTH, MAX_NODES, MAX_NUMBER_CHARS
 from ..tree import Mapping, Node, Scalar, Sequence
 
 __all__ = ["parse"]
@@ -85,9 +85,12 @@ class _Converter:
             return Mapping(tuple(items), where)
         if isinstance(node, yaml.SequenceNode):
             return Sequence(tuple(self.convert(n, depth + 1, path) for n in node.value), where)
+        if isinstance(node, yaml.ScalarNode) and len(node.value) > MAX_NUMBER_CHARS and node.value.lstrip("-").isdigit():
+            raise StrategyError.at(where, f"number {node.value[:24]}... ({len(node.value)} characters) is out of range "
+                                   "for any field", field=path or None)  # (int() of thousands of digits is refused)
         try:
             return Scalar(self.loader.construct_object(node), where)
-        except (ValueError, yaml.YAMLError) as e:  # e.g. an integer of thousands of digits
+        except (ValueError, yaml.YAMLError) as e:
             raise StrategyError.at(where, f"{path or 'value'}: cannot read {node.value[:24]!r}: {str(e).splitlines()[0]}", field=path or None) from None
 
 
