@@ -5,7 +5,7 @@ Its own module so that what only checks a strategy (`strategy validate`) never b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as dc_field
+from dataclasses import MISSING, dataclass, field as dc_field, fields as dc_fields
 from typing import TYPE_CHECKING, Any
 
 from . import layout
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Resolved"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True)  # no slots: `_build` fills its __dict__ in one call
 class Resolved:
     """The effective settings a runtime acts on.
 
@@ -72,6 +72,16 @@ class Resolved:
     tensor_init_seed: int = -1
     dp_buckets: DpBucketSettings = DpBucketSettings()  # immutable: one shared default is safe
     notes: tuple[Note, ...] = ()
+
+    @classmethod
+    def _build(cls, values: dict[str, Any]) -> Resolved:
+        """`Resolved(**values)` without the generated __init__'s one object.__setattr__ per field (what a frozen
+        dataclass pays: a fifth of a resolve): the defaults, then `values`, into the new instance's dict at once."""
+        made = object.__new__(cls)
+        made.__dict__.update(_defaults(), **values)
+        if "nccl" not in values:
+            made.__dict__["nccl"] = {}  # its own, as default_factory gives it
+        return made
 
     @property
     def ep_degree(self) -> int:
@@ -141,3 +151,13 @@ class Resolved:
         return memory.model_state(expert_params, model_split=self.experts.ep_degree * self.pp_degree,
                                   sharding=self.experts.moe_sharding_degree, stage=self.sharding.stage,
                                   mixed=self.amp.enabled and self.amp.pure)
+
+
+_DEFAULTS: dict[str, Any] = {}
+
+
+def _defaults() -> dict[str, Any]:
+    """Resolved's field defaults (immutable values: `_build` shares them, as __init__ does)."""
+    if not _DEFAULTS:
+        _DEFAULTS.update({f.name: f.default for f in dc_fields(Resolved) if f.default is not MISSING})
+    return _DEFAULTS

@@ -144,8 +144,10 @@ def _resolve(s: DistributedStrategy, *, world_size: int | None, policy: str, req
     if saving is not None:
         fields_["checkpoint"] = saving
     types = _types()
-    return types.resolved(**fields_, order=order, pipeline=types.no_pipeline if pipe is None else types.pipeline(**pipe),
-                          notes=tuple(notes)), reasons
+    fields_["order"], fields_["notes"] = order, tuple(notes)
+    if pipe is not None:
+        fields_["pipeline"] = types.pipeline(**pipe)
+    return types.resolved._build(fields_), reasons
 
 
 def _without_unsupported(s: DistributedStrategy, unsupported: "list[support.Finding]", mode: str) -> DistributedStrategy:
@@ -168,10 +170,10 @@ def _fields(s: DistributedStrategy, degrees: dict[str, int], effective: dict[str
     active = plan.mp.active(degrees)  # a plan splits nothing at mp_degree 1 (noted by the review)
     # A group's configs left out: the settings of its defaults, gated or not, built once (`_Types`).
     has_mp = hybrid.HasField("mp_configs")
-    mp = types.mp(**effective["mp_configs"]) if has_mp else types.mp_unset[active]
+    mp = _interned(types.mp, effective["mp_configs"]) if has_mp else types.mp_unset[active]
     if hybrid.HasField("sharding_configs"):
         sharding_flags = effective["sharding_configs"]
-        sharding = types.sharding(**{k: sharding_flags[k] for k in types.sharding_fields})
+        sharding = _interned(types.sharding, {k: sharding_flags[k] for k in types.sharding_fields})
     else:
         sharding = types.sharding_unset[plan.sharding.active(degrees)]
     rules_ = hybrid.mp_configs.tp_plan if has_mp and active else ()
@@ -191,6 +193,22 @@ def _fields(s: DistributedStrategy, degrees: dict[str, int], effective: dict[str
         t = expert.topology
         fields_["experts"] = ExpertSettings(t.degrees["ep"], t.degrees["moe_sharding"], t.order, t.dims)
     return fields_
+
+
+_INTERNED: dict[tuple[Any, ...], Any] = {}
+_INTERN_AT_MOST = 512  # settings of that many distinct values kept; a sweep over more starts afresh
+
+
+def _interned(settings: Any, values: dict[str, Any]) -> Any:
+    """`settings(**values)`, one object per distinct value: the settings are immutable, and a frozen dataclass costs
+    a few microseconds to build (most of a resolve that sets mp_configs)."""
+    key = (settings, *values.values())  # `values` always lists its keys in the same order (the group's flags)
+    made = _INTERNED.get(key)
+    if made is None:
+        if len(_INTERNED) >= _INTERN_AT_MOST:
+            _INTERNED.clear()
+        made = _INTERNED[key] = settings(**values)
+    return made
 
 
 def _expert_layout(hybrid: HybridConfig, world_size: int | None, loaded: Any) -> tuple[Any, list[Note]]:
@@ -297,19 +315,36 @@ def _gated(group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: 
            reasons: dict[str, str]) -> dict[str, Any]:
     """Each flag's effective value by its settings attribute: a bool is off when the group's degree is 1, or when
     the flag it requires is effectively off (noted when the file set it); other values as the file gives them. Reads
-    only what the file set (the defaults come from the schema)."""
+    only what the file set (the defaults come from the schema). A group the file leaves out gets the same read-only
+    result every time, by the degree of its axis."""
     active = group.active(degrees)
+    if not hybrid.HasField(group.configs):
+        key = (group.configs, None if active else degrees[group.gate])  # type: ignore[index]  # inactive: gated
+        unset = _UNSET_GATED.get(key)
+        if unset is None:
+            gated: dict[str, str] = {}
+            unset = _UNSET_GATED[key] = (_gate(group, None, active, degrees, notes, gated), gated)
+        if unset[1]:
+            reasons.update(unset[1])
+        return unset[0]
+    return _gate(group, getattr(hybrid, group.configs), active, degrees, notes, reasons)
+
+
+_UNSET_GATED: dict[tuple[str, int | None], tuple[dict[str, Any], dict[str, str]]] = {}
+
+
+def _gate(group: _Group, config: Any, active: bool, degrees: dict[str, int], notes: list[Note],
+          reasons: dict[str, str]) -> dict[str, Any]:
+    """`_gated` for the configs message `config` (None: left out, all defaults)."""
     effective = dict(group.defaults)
-    if hybrid.HasField(group.configs):
-        config = getattr(hybrid, group.configs)
+    if config is not None:
         setting_of = group.setting_of
         for f, value in config.ListFields():
             setting = setting_of.get(f.name)
             if setting is not None:
                 effective[setting] = value
         candidates = group.dependent if active else group.bools
-    else:
-        config = None  # all defaults: only the flags on by default can be gated off
+    else:  # all defaults: only the flags on by default can be gated off
         candidates = group.dependent_on if active else group.bools_on
     prefix = group.prefix
     for flag in candidates:  # ordered so that a flag comes after the one it requires
@@ -407,7 +442,6 @@ class _Types(NamedTuple):
     # (switch, its configs message field, its settings type, how to read them, the settings when the configs are left out)
     training: tuple[tuple[str, str, Any, _Reader, Any], ...]
     sharding_fields: tuple[str, ...]  # the sharding flags' settings attributes ShardingSettings has a field for
-    no_pipeline: Any  # PipelineSettings(): immutable, so one serves every strategy that does not pipeline
     mp_unset: tuple[Any, ...]  # MpSettings of a file without mp_configs, by whether mp is active (mp_degree > 1)
     sharding_unset: tuple[Any, ...]  # ShardingSettings of a file without sharding_configs, by whether sharding is active
 
@@ -427,7 +461,7 @@ def _types() -> _Types:
     sharding_unset = tuple(ShardingSettings(**{k: flags[k] for k in sharding_fields})
                            for flags in (_unset(plan.sharding, degree) for degree in (1, 2)))
     return _Types(Resolved, MpSettings, ShardingSettings, PipelineSettings, AmpSettings, RecomputeSettings, training,
-                  sharding_fields, PipelineSettings(), mp_unset, sharding_unset)
+                  sharding_fields, mp_unset, sharding_unset)
 
 
 def _unset(group: _Group, degree: int) -> dict[str, Any]:

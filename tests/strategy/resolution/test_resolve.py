@@ -274,6 +274,30 @@ def test_the_review_asking_only_loud_fields_says_what_the_full_walk_says(msg):
         support._LOUD.update(saved)
 
 
+@settings(max_examples=examples(100), deadline=None)
+@given(messages())
+def test_the_fast_built_result_is_the_one_its_constructor_builds(msg):
+    """resolve fills Resolved's dict at once and shares settings of equal values: the same object __init__ gives,
+    a dict of its own, equal again after pickling and after resolving the same strategy again."""
+    import dataclasses
+    import pickle
+    import warnings
+
+    from strategy.resolution.resolver import resolve_with_reasons
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", strategy.StrategyWarning)
+        try:
+            first, reasons = resolve_with_reasons(msg, world_size=None, policy="warn")
+            again, reasons_again = resolve_with_reasons(msg, world_size=None, policy="warn")
+        except StrategyError:
+            return
+    built = strategy.Resolved(**{f.name: getattr(first, f.name) for f in dataclasses.fields(first)})
+    assert built == first == again and reasons == reasons_again
+    assert pickle.loads(pickle.dumps(first)) == first
+    assert first.nccl is not again.nccl
+
+
 @pytest.mark.parametrize("degree", [1, 2])
 def test_configs_left_out_resolve_as_empty_configs(degree):
     """The settings built once for a group whose configs a file leaves out are those of an empty configs message."""
