@@ -186,26 +186,29 @@ def requested(s: DistributedStrategy, world_size: int | None) -> "Topology":
     return Topology.of({names[k]: v for k, v in by_field.items()}, order(hybrid, by_field, loaded.positions, loaded.source))
 
 
-def nccl(hybrid: HybridConfig, degrees: dict[str, int], notes: list[Note]) -> dict[str, dict[str, Any]]:
-    """The implemented NCCLConfig fields set for each group's communicator, keyed by the field's (group)."""
+def nccl(hybrid: HybridConfig, given: Mapping[str, Any], degrees: dict[str, int], notes: list[Note]) -> dict[str, dict[str, Any]]:
+    """The implemented NCCLConfig fields set for each group's communicator, keyed by the field's (group). `given`:
+    what `hybrid` sets, by field name."""
     p = plan()
     out: dict[str, dict[str, Any]] = {}
     for configs, comms in p.comm_by_configs:
-        if not hybrid.HasField(configs):
-            continue  # the common case: asked once per message, not once per communicator
+        message = given.get(configs)
+        if message is None:
+            continue  # the common case: looked up once per message, not once per communicator
         for c in comms:
-            _nccl_one(hybrid, c, degrees, notes, out)
+            _nccl_one(hybrid, message, c, degrees, notes, out)
     return out
 
 
-def _nccl_one(hybrid: HybridConfig, c: _Comm, degrees: dict[str, int], notes: list[Note],
+def _nccl_one(hybrid: HybridConfig, configs: Any, c: _Comm, degrees: dict[str, int], notes: list[Note],
               out: dict[str, dict[str, Any]]) -> None:
-    """One communicator's NCCLConfig, when the file set it and its axis is active."""
+    """One communicator's NCCLConfig in `configs` (the hybrid_configs message of its group), when the file set it and
+    its axis is active."""
     if c.gate is not None and (degrees[c.gate] if c.gate in degrees else getattr(hybrid, c.gate)) <= 1:  # ep: no axis
         return  # inactive: the support review notes each field set there
-    if not getattr(hybrid, c.configs).HasField(c.field):
+    if not configs.HasField(c.field):
         return
-    message = getattr(getattr(hybrid, c.configs), c.field)
+    message = getattr(configs, c.field)
     chosen = {f.name: v for f, v in message.ListFields() if schema.option(f, "support") == IMPLEMENTED}
     if chosen:
         out[c.group] = chosen

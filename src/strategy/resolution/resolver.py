@@ -124,23 +124,24 @@ def _resolve(s: DistributedStrategy, *, world_size: int | None, policy: str, req
             expert, expert_notes = _expert_layout(s.hybrid_configs, world_size, loaded)
     notes: list[Note] = list(review.notes)
     reasons: dict[str, str] = {}
+    given = _Given(s, {} if review.unsupported else review.listed)  # (the policy's copy of `s` is listed anew)
     hybrid = s.hybrid_configs
     degrees = layout.degrees(hybrid, world_size, notes)
     order = layout.order(hybrid, degrees, loaded.positions, loaded.source)
     notes += expert_notes
     if expert is not None:
         order = expert.dense_order  # Paddle lays the dense axes out around the expert ones
-    effective = {g.configs: _gated(g, hybrid, degrees, notes, reasons) for g in _plan().groups}
+    effective = {g.configs: _gated(g, given, degrees, notes, reasons) for g in _plan().groups}
     pipe = pipeline.settings(s, degrees, effective["pp_configs"], loaded.positions, loaded.source, policy=policy,
                              notes=notes, problems=problems)
     saving = None
-    if s.HasField("checkpoint_configs"):  # (a directory that cannot be written fails `validate` too)
+    if "checkpoint_configs" in given.root:  # (a directory that cannot be written fails `validate` too)
         from . import checkpoint
 
         saving = checkpoint.settings(s, loaded.positions, loaded.source)
     if not build:
         return None, reasons
-    fields_ = _fields(s, degrees, effective, expert, notes)
+    fields_ = _fields(s, given, degrees, effective, expert, notes)
     if saving is not None:
         fields_["checkpoint"] = saving
     types = _types()
@@ -161,28 +162,28 @@ def _without_unsupported(s: DistributedStrategy, unsupported: "list[support.Find
     return support.effective(s, [f.path for f in unsupported])
 
 
-def _fields(s: DistributedStrategy, degrees: dict[str, int], effective: dict[str, dict[str, Any]], expert: Any,
-            notes: list[Note]) -> dict[str, Any]:
+def _fields(s: DistributedStrategy, given: "_Given", degrees: dict[str, int], effective: dict[str, dict[str, Any]],
+            expert: Any, notes: list[Note]) -> dict[str, Any]:
     """Resolved's fields but the order, pipeline, checkpoint and notes: the degrees, the mp and sharding settings, the
     NCCL settings, the tensor-parallel plan, the training settings and the experts."""
     types, plan, hybrid = _types(), _plan(), s.hybrid_configs
-    nccl = layout.nccl(hybrid, degrees, notes)
+    nccl = layout.nccl(hybrid, given.hybrid, degrees, notes)
     active = plan.mp.active(degrees)  # a plan splits nothing at mp_degree 1 (noted by the review)
     # A group's configs left out: the settings of its defaults, gated or not, built once (`_Types`).
-    has_mp = hybrid.HasField("mp_configs")
+    has_mp = "mp_configs" in given.hybrid
     mp = _interned(types.mp, effective["mp_configs"]) if has_mp else types.mp_unset[active]
-    if hybrid.HasField("sharding_configs"):
+    if "sharding_configs" in given.hybrid:
         sharding_flags = effective["sharding_configs"]
         sharding = _interned(types.sharding, {k: sharding_flags[k] for k in types.sharding_fields})
     else:
         sharding = types.sharding_unset[plan.sharding.active(degrees)]
     rules_ = hybrid.mp_configs.tp_plan if has_mp and active else ()
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
-    fields_: dict[str, Any] = {**degrees, **_training(s, notes), "mp": mp, "sharding": sharding, "nccl": nccl,
+    fields_: dict[str, Any] = {**degrees, **_training(s, given.root, notes), "mp": mp, "sharding": sharding, "nccl": nccl,
                                "tp_plan": tp_plan}
     if degrees["mp_degree"] > 1:  # Paddle's dygraph fleet reads it at every mp_degree > 1
         fields_["tensor_init_seed"] = s.tensor_parallel_configs.tensor_init_seed
-    if s.HasField("fuse_grad_size_in_MB") or s.HasField("last_comm_group_size_MB"):  # DataParallel's buffer sizes
+    if "fuse_grad_size_in_MB" in given.root or "last_comm_group_size_MB" in given.root:  # DataParallel's buffer sizes
         from .settings import DpBucketSettings
 
         bucket, first = s.fuse_grad_size_in_MB * 2**20, s.last_comm_group_size_MB * 2**20
@@ -209,6 +210,27 @@ def _interned(settings: Any, values: dict[str, Any]) -> Any:
             _INTERNED.clear()
         made = _INTERNED[key] = settings(**values)
     return made
+
+
+class _Given:
+    """What `s` and the messages below it set (field name -> value), taken from the lists the support review made as
+    it walked them (`Review.listed`) and listed here only where it did not: one ListFields a message, where asking
+    each field (HasField, a name lookup in C each time) cost a tenth of a resolve."""
+
+    __slots__ = ("hybrid", "listed", "root")
+
+    def __init__(self, s: DistributedStrategy, listed: dict[str, dict[str, Any]]) -> None:
+        self.listed = listed
+        self.root = self.of("", s)
+        hybrid = self.root.get("hybrid_configs")
+        self.hybrid: dict[str, Any] = {} if hybrid is None else self.of("hybrid_configs.", hybrid)
+
+    def of(self, prefix: str, msg: Any) -> dict[str, Any]:
+        """The set fields of `msg`, found at `prefix` ("hybrid_configs.mp_configs.")."""
+        values = self.listed.get(prefix)
+        if values is None:
+            values = {f.name: value for f, value in msg.ListFields()}
+        return values
 
 
 def _expert_layout(hybrid: HybridConfig, world_size: int | None, loaded: Any) -> tuple[Any, list[Note]]:
@@ -311,14 +333,15 @@ def _flags(desc: Any) -> tuple[_Flag, ...]:
     return tuple(flags)
 
 
-def _gated(group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: list[Note],
+def _gated(group: _Group, given: _Given, degrees: dict[str, int], notes: list[Note],
            reasons: dict[str, str]) -> dict[str, Any]:
     """Each flag's effective value by its settings attribute: a bool is off when the group's degree is 1, or when
     the flag it requires is effectively off (noted when the file set it); other values as the file gives them. Reads
     only what the file set (the defaults come from the schema). A group the file leaves out gets the same read-only
     result every time, by the degree of its axis."""
     active = group.active(degrees)
-    if not hybrid.HasField(group.configs):
+    config = given.hybrid.get(group.configs)
+    if config is None:
         key = (group.configs, None if active else degrees[group.gate])  # type: ignore[index]  # inactive: gated
         unset = _UNSET_GATED.get(key)
         if unset is None:
@@ -327,20 +350,20 @@ def _gated(group: _Group, hybrid: HybridConfig, degrees: dict[str, int], notes: 
         if unset[1]:
             reasons.update(unset[1])
         return unset[0]
-    return _gate(group, getattr(hybrid, group.configs), active, degrees, notes, reasons)
+    return _gate(group, given.of(group.prefix, config), active, degrees, notes, reasons)
 
 
 _UNSET_GATED: dict[tuple[str, int | None], tuple[dict[str, Any], dict[str, str]]] = {}
 
 
-def _gate(group: _Group, config: Any, active: bool, degrees: dict[str, int], notes: list[Note],
+def _gate(group: _Group, config: dict[str, Any] | None, active: bool, degrees: dict[str, int], notes: list[Note],
           reasons: dict[str, str]) -> dict[str, Any]:
-    """`_gated` for the configs message `config` (None: left out, all defaults)."""
+    """`_gated` for a configs message that sets `config` (field name -> value; None: left out, all defaults)."""
     effective = dict(group.defaults)
     if config is not None:
         setting_of = group.setting_of
-        for f, value in config.ListFields():
-            setting = setting_of.get(f.name)
+        for name, value in config.items():
+            setting = setting_of.get(name)
             if setting is not None:
                 effective[setting] = value
         candidates = group.dependent if active else group.bools
@@ -358,20 +381,20 @@ def _gate(group: _Group, config: Any, active: bool, degrees: dict[str, int], not
             continue
         effective[flag.setting] = False
         reasons[prefix + flag.name] = reason
-        if config is not None and config.HasField(flag.name):
+        if config is not None and flag.name in config:
             notes.append(Note(f"{prefix}{flag.name}", Kind.NO_EFFECT, reason))
     return effective
 
 
-def _training(s: DistributedStrategy, notes: list[Note]) -> dict[str, Any]:
+def _training(s: DistributedStrategy, root: dict[str, Any], notes: list[Note]) -> dict[str, Any]:
     """amp, gradient merge and recompute: each switch with its configs, read where the schema keeps them."""
     types = _types()
     out: dict[str, Any] = {}
     for switch, configs, settings, reader, unset in types.training:
         if not getattr(s, switch):
             continue
-        if s.HasField(configs):
-            message = getattr(s, configs)
+        message = root.get(configs)
+        if message is not None:
             values = reader.read(message)
             if settings is types.amp:
                 values.update(_amp_dtype(message, notes))
@@ -466,7 +489,8 @@ def _types() -> _Types:
 
 def _unset(group: _Group, degree: int) -> dict[str, Any]:
     """The effective flags of a file that leaves `group`'s configs out, at this degree of its axis."""
-    return _gated(group, HybridConfig(), {group.gate: degree} if group.gate else {}, [], {})
+    degrees = {group.gate: degree} if group.gate else {}
+    return _gate(group, None, group.active(degrees), degrees, [], {})
 
 
 def _training_entry(switch: str, configs: str, settings: Any, amp: bool) -> tuple[str, str, Any, _Reader, Any]:

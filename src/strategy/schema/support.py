@@ -37,6 +37,7 @@ class Finding(NamedTuple):
 
     path: str
     error: StrategyError
+    hint: str  # what to use instead
 
 
 class Review:
@@ -50,12 +51,25 @@ class Review:
             flag set false) or not implemented (what to use instead), for explain.
     """
 
-    __slots__ = ("effects", "notes", "unsupported")
+    __slots__ = ("listed", "notes", "silent", "unsupported")
 
     def __init__(self) -> None:  # a plain class: a dataclass costs a millisecond at every CLI start
         self.unsupported: list[Finding] = []
         self.notes: list[Note] = []
-        self.effects: dict[str, Effect] = {}
+        # (path, why) of the bool flags an inactive degree gates, which resolution notes itself: an effect, no note
+        self.silent: list[tuple[str, str]] = []
+        # What each message the walk listed sets, by its path prefix ("", "hybrid_configs."): field name -> value.
+        # Resolution reads what is set from here rather than asking the message field by field again.
+        self.listed: dict[str, dict[str, Any]] = {}
+
+    @property
+    def effects(self) -> dict[str, Effect]:
+        """Worked out when asked (explain asks; resolve does not): each note's, then each finding's."""
+        out = {note.path: note.effect for note in self.notes}
+        out.update((path, Effect(Kind.NO_EFFECT, why)) for path, why in self.silent)
+        for finding in self.unsupported:
+            out[finding.path] = Effect(Kind.NOT_IMPLEMENTED, finding.hint)
+        return out
 
 
 def status(chain: tuple[FieldDescriptor, ...]) -> Status:
@@ -126,12 +140,16 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: "_Gate | None"
     loud = _LOUD.get(msg.DESCRIPTOR, _UNKNOWN_LOUD) if plain else None
     if loud is _UNKNOWN_LOUD:
         loud = _LOUD[msg.DESCRIPTOR] = _loud(msg.DESCRIPTOR)
+    given: dict[str, Any] | None = None
     if loud is None:
         listed = msg.ListFields()
+        given = out.listed[prefix] = {}
     else:  # an active, implemented message of a type with few fields to say anything about: ask only for those
         listed = [(f, getattr(msg, f.name)) for f in loud if (len(getattr(msg, f.name)) if f.is_repeated else msg.HasField(f.name))]
     for f, value in listed:
         facts = _FACTS.get(f) or _facts(f)
+        if given is not None:
+            given[facts.name] = value
         if plain and facts.quiet:
             continue
         st = inherited if facts.own is _IMPLEMENTED else facts.own
@@ -146,26 +164,21 @@ def _walk(msg: Message, prefix: str, inherited: Status, inactive: "_Gate | None"
         path = prefix + facts.name
         if st is _IMPLEMENTED and not inactive:
             if facts.always_on and value is False:  # asks for what the engine cannot switch off
-                note = Note(path, Kind.FALSE_HAS_NO_EFFECT, facts.always_on)
-                out.effects[path] = note.effect
-                out.notes.append(note)
+                out.notes.append(Note(path, Kind.FALSE_HAS_NO_EFFECT, facts.always_on))
             continue  # the common case: nothing to say
         if inactive:
-            note = Note(path, Kind.NO_EFFECT, inactive.reason)
-            out.effects[path] = note.effect
             # Resolution notes the bool flags it gates off by a degree itself (mp_configs'); the rest here.
             if st.support != IMPLEMENTED or not inactive.by_degree or not facts.is_bool:
-                out.notes.append(note)
+                out.notes.append(Note(path, Kind.NO_EFFECT, inactive.reason))
+            else:
+                out.silent.append((path, inactive.reason))
             continue
         if st.support in (NO_EFFECT, DECIDED_HERE):
-            note = Note(path, Kind.NO_EFFECT_IN_PYTORCH if st.support == NO_EFFECT else Kind.DECIDED_HERE, st.hint)
-            out.effects[path] = note.effect
-            out.notes.append(note)
+            out.notes.append(Note(path, Kind.NO_EFFECT_IN_PYTORCH if st.support == NO_EFFECT else Kind.DECIDED_HERE, st.hint))
         elif st.support == NOT_IMPLEMENTED and _differs(f, value):
-            out.effects[path] = Effect(Kind.NOT_IMPLEMENTED, st.hint)
             where = positions.get(path) or positions.get(_unindexed(path)) or Location(source)
             text = f"{path} = {show(f, value)} is not implemented by this project; {st.hint}"
-            out.unsupported.append(Finding(path, StrategyError.at(where, text, field=path)))
+            out.unsupported.append(Finding(path, StrategyError.at(where, text, field=path), st.hint))
 
 
 _FEW = 4  # asking this many fields one by one costs about what listing the set ones does
