@@ -19,7 +19,7 @@ import torch
 
 from strategy import StrategyError
 
-from .layout import ARCHITECTURES, Rule, apply, rule_for
+from .layout import ARCHITECTURES, UNSHARDED, Rule, apply, rule_for
 from .pickles import load_pickle
 
 __all__ = ["PaddleCheckpoint", "read_paddle"]
@@ -68,6 +68,10 @@ def read_paddle(src: str | os.PathLike[str], *, config: str | os.PathLike[str] |
                             f"{', '.join(ARCHITECTURES)})", source=str(cfg_path))
     tied = bool(cfg.get("tie_word_embeddings", False))
     files = _files(folder, "model_state", ".pdparams")
+    if len(files) > 1 and kind in UNSHARDED:
+        raise StrategyError(f"{folder}: {len(files)} tensor-parallel shards of a {kind} checkpoint: {UNSHARDED[kind]}; "
+                            "save it with PaddleFormers at tensor_model_parallel_size 1 (one model_state.pdparams) and "
+                            "import that", source=str(folder))
     shards = [load_pickle(f) for f in files]
     names = dict(shards[0].get(NAMES) or {})
     out = PaddleCheckpoint(kind, cfg, {})
@@ -165,7 +169,9 @@ _CHANGES = {"as is": "as is", "transposed": "transposed [in, out] -> [out, in]",
             "qkv": "split from the fused qkv (grouped by key/value head), each transposed",
             "gate_up": "split from the fused [gate | up], each transposed",
             "expert": "transposed into its expert's slice of the stacked tensor",
-            "tied": "dropped: the tied LM head's copy of the embedding"}
+            "tied": "dropped: the tied LM head's copy of the embedding",
+            "mtp": "dropped: multi-token prediction, which Hugging Face's model does not have (a run continued here "
+                   "trains without its loss; its AdamW state is dropped with it)"}
 
 
 def _line(key: str, tensor: str | None, rule: Rule, converted: dict[str, np.ndarray], shards: int) -> str:
