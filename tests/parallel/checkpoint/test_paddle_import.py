@@ -353,3 +353,28 @@ def test_ernie_4_5_moe_imports_into_a_checkpoint_and_a_hugging_face_directory(tm
     assert back.keys() == exported.keys()
     for key in back:
         torch.testing.assert_close(back[key], exported[key], rtol=0, atol=0, msg=key)
+
+
+def test_an_import_that_fails_while_writing_leaves_no_half_checkpoint(tmp_path, monkeypatch):
+    """OUT is written beside and renamed into place: an import that dies while writing leaves none, and a previous
+    checkpoint at OUT whole."""
+    import torch.distributed.checkpoint as dcp
+
+    from parallel import import_paddle
+
+    out = tmp_path / "ckpt"
+    import_paddle(ERNIE_MOE / "paddle", out)
+    before = sorted((p.relative_to(out), p.read_bytes()) for p in out.rglob("*") if p.is_file())
+    real = dcp.save
+
+    def dies(state, *, checkpoint_id, **kw):
+        real(state, checkpoint_id=checkpoint_id, **kw)  # every file written, the rename not reached
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dcp, "save", dies)
+    with pytest.raises(KeyboardInterrupt):
+        import_paddle(ERNIE_MOE / "paddle", out)
+    assert sorted((p.relative_to(out), p.read_bytes()) for p in out.rglob("*") if p.is_file()) == before
+    with pytest.raises(KeyboardInterrupt):
+        import_paddle(ERNIE_MOE / "paddle", tmp_path / "fresh")
+    assert not (tmp_path / "fresh").exists()
