@@ -146,3 +146,17 @@ class CheckpointConfig(_message.Message):
     async_save: bool
     resume: str
     def __init__(self, dir: _Optional[str] = ..., every_steps: _Optional[int] = ..., keep_last: _Optional[int] = ..., async_save: _Optional[bool] = ..., resume: _Optional[str] = ...) -> None: ...
+
+class MetricsConfig(_message.Message):
+    __slots__ = ("log_interval", "dir", "tensorboard", "peak_flops", "straggler_threshold")
+    LOG_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    DIR_FIELD_NUMBER: _ClassVar[int]
+    TENSORBOARD_FIELD_NUMBER: _ClassVar[int]
+    PEAK_FLOPS_FIELD_NUMBER: _ClassVar[int]
+    STRAGGLER_THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    log_interval: int
+    dir: str
+    tensorboard: bool
+    peak_flops: float
+    straggler_threshold: float
+    def __init__(self, log_interval: _Optional[int] = ..., dir: _Optional[str] = ..., tensorboard: _Optional[bool] = ..., peak_flops: _Optional[float] = ..., straggler_threshold: _Optional[float] = ...) -> None: ...

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .resolution.memory import ModelStateBytes, ModelStateMemory
     from .resolution.resolver import TP_STYLES, resolve
     from .resolution.resolved import Resolved
-    from .resolution.settings import (AmpSettings, CheckpointSettings, DpBucketSettings, GradientMergeSettings, MpSettings,
-                                      PipelineSettings, RecomputeSettings, ShardingSettings)
+    from .resolution.settings import (AmpSettings, CheckpointSettings, DpBucketSettings, GradientMergeSettings,
+                                      MetricsSettings, MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings)
     from .resolution.topology import Topology
 
 # Public name -> the submodule that defines it.
@@ -59,6 +59,7 @@ _WHERE = {
     "resolve": ".resolution.resolver",
     "AmpSettings": ".resolution.settings",
     "CheckpointSettings": ".resolution.settings",
+    "MetricsSettings": ".resolution.settings",
     "DpBucketSettings": ".resolution.settings",
     "GradientMergeSettings": ".resolution.settings",
     "MpSettings": ".resolution.settings",
@@ -72,6 +73,7 @@ __all__ = [
     "AmpSettings",
     "Candidate",
     "CheckpointSettings",
+    "MetricsSettings",
     "CostModel",
     "DpBucketSettings",
     "GradientMergeSettings",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import layout
 from .settings import (AmpSettings, CheckpointSettings, DpBucketSettings, ExpertSettings, GradientMergeSettings,
-                       MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings)
+                       MetricsSettings, MpSettings, PipelineSettings, RecomputeSettings, ShardingSettings)
 from .topology import Topology
 from ..notes import Note
 
@@ -48,6 +48,7 @@ class Resolved:
             generator with seed + 1 + mp_rank · pp_degree + pp_rank; -1 leaves the script's seeds alone.
         dp_buckets: how the dp average is bucketed while the backward runs (`DpBucketSettings`: fuse_grad_size_in_MB,
             last_comm_group_size_MB).
+        metrics: what `parallel.Meter` logs and where (`MetricsSettings`, metrics_configs).
         notes: one `Note` per setting that was given but has no effect (or was inferred), and why: a sentence
             (`str`) that keeps its field path, kind and reason as data.
     """
@@ -71,6 +72,7 @@ class Resolved:
     checkpoint: CheckpointSettings = CheckpointSettings()
     tensor_init_seed: int = -1
     dp_buckets: DpBucketSettings = DpBucketSettings()  # immutable: one shared default is safe
+    metrics: MetricsSettings = MetricsSettings()  # immutable: one shared default is safe
     notes: tuple[Note, ...] = ()
 
     @classmethod

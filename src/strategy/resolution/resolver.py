@@ -139,11 +139,18 @@ def _resolve(s: DistributedStrategy, *, world_size: int | None, policy: str, req
         from . import checkpoint
 
         saving = checkpoint.settings(s, loaded.positions, loaded.source)
+    measuring = None
+    if "metrics_configs" in given.root:
+        from . import metrics
+
+        measuring = metrics.settings(s, loaded.positions, loaded.source)
     if not build:
         return None, reasons
     fields_ = _fields(s, given, degrees, effective, expert, notes)
     if saving is not None:
         fields_["checkpoint"] = saving
+    if measuring is not None:
+        fields_["metrics"] = measuring
     types = _types()
     fields_["order"], fields_["notes"] = order, tuple(notes)
     if pipe is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["AmpSettings", "DpBucketSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
+__all__ = ["AmpSettings", "DpBucketSettings", "MetricsSettings", "GradientMergeSettings", "MpSettings", "PipelineSettings", "RecomputeSettings",
            "ShardingSettings"]
 
 
@@ -190,3 +190,15 @@ class CheckpointSettings(NamedTuple):
     keep_last: int = 0
     async_save: bool = False
     resume: str = "auto"
+
+
+class MetricsSettings(NamedTuple):
+    """Effective metrics_configs, read by `parallel.Meter`: log every `log_interval` steps (0: never) into `dir`
+    (relative to the run's output directory), TensorBoard on or off, one device's `peak_flops` for MFU (0: the
+    device's own where known), and the `straggler_threshold` (a fraction of the median busy time)."""
+
+    log_interval: int = 10
+    dir: str = ""
+    tensorboard: bool = False
+    peak_flops: float = 0.0
+    straggler_threshold: float = 0.25
