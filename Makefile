@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test,dev,examples,hf]'
+	$(PY) -m pip install --quiet -e '.[test,dev,examples,hf,metrics]'
 	touch $(STAMP)
 
 proto: $(STAMP)

@@ -14,6 +14,7 @@ Layout (each subpackage imports only those above it):
     training/    optimizer wrapper, amp, clipping, gradient merge, recompute, replica checks
     checkpoint/  DCP save / load / reshard, periodic checkpoints and auto-resume, the `strategy checkpoint` command
     compose/     `parallelize`: a user's model, parallelised in one fixed order
+    metrics/     `Meter`: step time, phases, tokens/s, MFU, memory and stragglers per rank
 """
 
 from .checkpoint import Checkpoint, Checkpointer, full_state_dict, import_paddle, load, save
@@ -37,6 +38,7 @@ from .tensor import (
     scatter_to_sequence,
 )
 from .topology import CollectiveError, HybridGroup, communicator_options, current, destroy, init
+from .metrics import Meter
 from .training import ReplicaMismatchError, HybridParallelOptimizer, apply_recompute, autocast, cast_for_amp, check_replicas
 
 __all__ = [
@@ -46,6 +48,7 @@ __all__ = [
     "ColumnParallelLinear",
     "HybridGroup",
     "HybridParallelOptimizer",
+    "Meter",
     "ParallelCrossEntropy",
     "PipelineModel",
     "ReplicaMismatchError",

@@ -8,6 +8,8 @@ what the optimizer sees, and bf16/fp16 parameters are updated through fp32 maste
 
 from __future__ import annotations
 
+import time
+
 from collections.abc import Iterator
 from typing import Any
 
@@ -72,6 +74,9 @@ class HybridParallelOptimizer:
         self.hcg = hcg
         self.max_grad_norm = max_grad_norm
         self.last_grad_norm: torch.Tensor | None = None  # the norm step() clipped by, before clipping
+        # hybrid_configs.enable_optimizer_timer: the last update's parts in seconds ("reduce", "clip", "update",
+        # "sync", and their "total"); None when the strategy leaves it off (nothing is timed).
+        self.timings: dict[str, float] | None = {} if hcg.resolved.optimizer_timer else None
         self.settings = hcg.resolved.mp
         self._model_params: list[nn.Parameter] = [p for g in optimizer.param_groups for p in g["params"]]
         self._reduced: list[tuple[nn.Parameter, torch.Tensor]] | None = None  # this step's reduced gradients
@@ -304,6 +309,7 @@ class HybridParallelOptimizer:
             self._defer_reduction()
             return None
         self._micro = 0
+        clock = _Parts(self.timings, self._model_params)
         self._defer_reduction()
         self._refresh_stale_masters()
         grads = self._reduced_grads()
@@ -311,9 +317,12 @@ class HybridParallelOptimizer:
         if self.scaler is not None:
             self.scaler.update(self._found_inf)
             if self._found_inf:  # every rank saw it (one all-reduce over the world): every rank skips
+                clock.done("reduce")
                 return None
+        clock.done("reduce")
         if self.max_grad_norm is not None:  # Paddle's grad_clip: the merged, unscaled gradient of the whole model
             self.last_grad_norm = clip_by_global_norm(grads, self.hcg, self.max_grad_norm)
+        clock.done("clip")
         for p, g in grads:
             target = self._master.get(p, p)
             if target is not p or g is not p.grad:
@@ -323,6 +332,7 @@ class HybridParallelOptimizer:
             # The fp32 copy (or the main_grad alias) existed for this update only: between steps mixed precision holds
             # the 16-bit weights and gradients and the fp32 masters and moments, ZeRO's 2 + 2 + 12 bytes a parameter.
             master.grad = None
+        clock.done("update")
         if self.settings.sync_param:
             self._sync([self._master.get(p, p) for p in self._model_params if _mp_replica(p)])
         if self.settings.sync_moment:
@@ -330,6 +340,7 @@ class HybridParallelOptimizer:
         for p, master in self._master.items():
             p.copy_(master)
             self._synced_version[p] = p._version
+        clock.done("sync")
         return result
 
     def _defer_reduction(self) -> None:
@@ -389,3 +400,31 @@ def _mp_replica(p: torch.Tensor) -> bool:
 def _grad(p: nn.Parameter) -> torch.Tensor:
     assert p.grad is not None, "a filled gradient"
     return p.grad
+
+
+class _Parts:
+    """The optimizer step's parts, timed into `timings` (each part the time since the previous one, the device's
+    work done first); nothing is read when `timings` is None."""
+
+    __slots__ = ("cuda", "last", "start", "timings")
+
+    def __init__(self, timings: dict[str, float] | None, params: list[nn.Parameter]) -> None:
+        self.timings = timings
+        if timings is None:
+            return
+        timings.clear()
+        self.cuda = next((p.device for p in params if p.device.type == "cuda"), None)
+        self.start = self.last = self._now()
+
+    def _now(self) -> float:
+        if self.cuda is not None:
+            torch.cuda.synchronize(self.cuda)
+        return time.perf_counter()
+
+    def done(self, part: str) -> None:
+        if self.timings is None:
+            return
+        now = self._now()
+        self.timings[part] = now - self.last
+        self.timings["total"] = now - self.start
+        self.last = now

@@ -49,6 +49,7 @@ class Resolved:
         dp_buckets: how the dp average is bucketed while the backward runs (`DpBucketSettings`: fuse_grad_size_in_MB,
             last_comm_group_size_MB).
         metrics: what `parallel.Meter` logs and where (`MetricsSettings`, metrics_configs).
+        optimizer_timer: hybrid_configs.enable_optimizer_timer: HybridParallelOptimizer times its step's parts.
         notes: one `Note` per setting that was given but has no effect (or was inferred), and why: a sentence
             (`str`) that keeps its field path, kind and reason as data.
     """
@@ -73,6 +74,7 @@ class Resolved:
     tensor_init_seed: int = -1
     dp_buckets: DpBucketSettings = DpBucketSettings()  # immutable: one shared default is safe
     metrics: MetricsSettings = MetricsSettings()  # immutable: one shared default is safe
+    optimizer_timer: bool = False
     notes: tuple[Note, ...] = ()
 
     @classmethod

@@ -188,6 +188,8 @@ def _fields(s: DistributedStrategy, given: "_Given", degrees: dict[str, int], ef
     tp_plan = tuple((rule.pattern, TpStyle.Name(rule.style).lower()) for rule in rules_) if rules_ else ()
     fields_: dict[str, Any] = {**degrees, **_training(s, given.root, notes), "mp": mp, "sharding": sharding, "nccl": nccl,
                                "tp_plan": tp_plan}
+    if given.hybrid.get("enable_optimizer_timer"):
+        fields_["optimizer_timer"] = True
     if degrees["mp_degree"] > 1:  # Paddle's dygraph fleet reads it at every mp_degree > 1
         fields_["tensor_init_seed"] = s.tensor_parallel_configs.tensor_init_seed
     if "fuse_grad_size_in_MB" in given.root or "last_comm_group_size_MB" in given.root:  # DataParallel's buffer sizes

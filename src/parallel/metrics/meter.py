@@ -1,0 +1,267 @@
+"""`parallel.Meter`: what a run's steps cost, per rank, logged at the strategy's interval (metrics_configs).
+
+Every step is timed (and each named phase in it, and the time spent in this project's collectives); at each log step
+the ranks exchange one fixed-size vector (one all_gather over the world), rank 0 prints a line, and every rank appends
+the same record, with its rank, to its own metrics_rankR.jsonl. Nothing else is communicated; a run without a Meter
+times nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..topology import HybridGroup
+from ..topology.guard import collective_seconds, time_collectives
+from .flops import flops_per_token as count_flops
+from .memory import peak_memory, reset_peak_memory
+from .peak import device_peak_flops
+
+__all__ = ["Meter", "PHASES"]
+
+PHASES = ("data", "forward", "backward", "optimizer")
+_NOISE = 0.010  # seconds: a straggler is slower than the median by more than this too (timer noise on tiny steps)
+_OPTIMIZER_PARTS = ("reduce", "clip", "update", "sync")
+
+
+class Meter:
+    """Step time, phases, tokens/s, TFLOP/s and MFU, memory and stragglers of a run, per rank.
+
+    Args:
+        hcg: the HybridGroup (`parallel.init`); its strategy's metrics_configs gives the log interval, the output
+            directory, TensorBoard, the peak FLOP/s and the straggler threshold.
+        model: this rank's model (its share under mp, pp, sharding, ep): the FLOPs are counted from it for the whole
+            model (`flops.flops_per_token`), one all-reduce over pp at creation.
+        tokens_per_step: tokens the whole run takes per step (global batch × sequence length).
+        seq_len: the sequence length, for attention's FLOPs.
+        out: the run's output directory (metrics_configs.dir is relative to it); None: no files.
+        phases: the names `phase()` takes; the same on every rank (they size the vector the ranks exchange).
+        attention: (layers, heads, head_dim) for attention's FLOPs, when the model is no Hugging Face model.
+        flops_per_token: the count to use instead of counting the model.
+        optimizer: a HybridParallelOptimizer whose strategy sets hybrid_configs.enable_optimizer_timer: its step's
+            parts are logged too.
+        prediction: what the plan predicted, logged beside the measurement: "step_seconds", "memory_bytes".
+        sinks: callables given each record on rank 0 (a W&B or accelerate tracker's log, say).
+        clock: the time source (seconds); injectable for tests.
+        echo: prints rank 0's line.
+
+    Example::
+
+        meter = parallel.Meter(hcg, model, tokens_per_step=batch * seq, seq_len=seq, out="out")
+        for k in range(1, steps + 1):
+            with meter.step(k):
+                with meter.phase("forward"):
+                    loss = model(x).loss
+                with meter.phase("backward"):
+                    loss.backward()
+                with meter.phase("optimizer"):
+                    opt.step()
+        meter.close()
+    """
+
+    def __init__(self, hcg: HybridGroup, model: nn.Module, *, tokens_per_step: int, seq_len: int,
+                 out: str | os.PathLike[str] | None = None, phases: Sequence[str] = PHASES,
+                 attention: tuple[int, int, int] | None = None, flops_per_token: float | None = None,
+                 optimizer: Any = None, prediction: Mapping[str, float] | None = None,
+                 sinks: Sequence[Callable[[dict[str, Any]], None]] = (), clock: Callable[[], float] = time.perf_counter,
+                 echo: Callable[[str], None] = print) -> None:
+        if len(set(phases)) != len(phases):
+            raise ValueError(f"phases {list(phases)} name one twice")
+        settings = hcg.resolved.metrics
+        self.hcg, self.settings, self.phases = hcg, settings, tuple(phases)
+        self.tokens_per_step, self.clock, self.echo, self.sinks = tokens_per_step, clock, echo, tuple(sinks)
+        self.optimizer, self.prediction = optimizer, dict(prediction or {})
+        first = next(model.parameters(), None)
+        self.device = first.device if first is not None else torch.device("cpu")
+        self.flops_per_token = (float(flops_per_token) if flops_per_token is not None
+                                else count_flops(model, hcg, seq_len=seq_len, attention=attention))
+        amp = hcg.resolved.amp
+        self.peak_flops = settings.peak_flops or device_peak_flops(self.device, amp.dtype if amp.enabled else None)
+        self.last: dict[str, Any] | None = None  # the last log's record
+        self._window = torch.zeros(self._width(), dtype=torch.float64)
+        self._phase_open: str | None = None
+        self._jsonl: Path | None = None
+        self._tensorboard: Any = None
+        if out is not None:
+            folder = Path(out) / settings.dir
+            folder.mkdir(parents=True, exist_ok=True)
+            self._jsonl = folder / f"metrics_rank{hcg.rank}.jsonl"
+            if settings.tensorboard and hcg.rank == 0:
+                self._tensorboard = _tensorboard(folder / "tensorboard")
+        reset_peak_memory(self.device)
+        time_collectives(True)
+        self._closed = False
+
+    # The vector each rank contributes at a log: steps, step seconds, wait seconds, peak used, peak held, each phase's
+    # seconds, each optimizer part's seconds (summed over the window's steps; memory: the window's peak).
+    def _width(self) -> int:
+        return 5 + len(self.phases) + len(_OPTIMIZER_PARTS)
+
+    @contextmanager
+    def step(self, k: int) -> Iterator[None]:
+        """Time step `k` (numbered as the run prints it); after it, log when k is a multiple of the interval."""
+        start, waited = self.clock(), collective_seconds()
+        yield
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)  # the step's kernels done: wall time is the step's
+        w = self._window
+        w[0] += 1
+        w[1] += self.clock() - start
+        w[2] += collective_seconds() - waited
+        timings = getattr(self.optimizer, "timings", None)
+        if timings:
+            for i, part in enumerate(_OPTIMIZER_PARTS):
+                w[5 + len(self.phases) + i] += timings.get(part, 0.0)
+        if self.settings.log_interval and k % self.settings.log_interval == 0:
+            self._log(k)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time a named part of the step (one of `phases`; phases do not nest)."""
+        try:
+            index = self.phases.index(name)
+        except ValueError:
+            raise ValueError(f"phase {name!r} is not one of this meter's phases {list(self.phases)}: name it when "
+                             "creating the Meter (phases=...), the same on every rank") from None
+        if self._phase_open is not None:
+            raise RuntimeError(f"phase {name!r} opened inside phase {self._phase_open!r}: phases do not nest")
+        self._phase_open = name
+        start = self.clock()
+        try:
+            yield
+        finally:
+            self._window[5 + index] += self.clock() - start
+            self._phase_open = None
+
+    def _log(self, k: int) -> None:
+        used, held = peak_memory(self.device)
+        reset_peak_memory(self.device)
+        self._window[3], self._window[4] = used, held
+        rows = _gather(self._window)
+        self._window.zero_()
+        record = self._record(k, rows)
+        self.last = record
+        if self._jsonl is not None:
+            _append(self._jsonl, json.dumps({"rank": self.hcg.rank, **record}) + "\n")
+        if self.hcg.rank == 0:
+            self.echo(line(record))
+            for sink in self.sinks:
+                sink(record)
+            if self._tensorboard is not None:
+                _to_tensorboard(self._tensorboard, record)
+
+    def _record(self, k: int, rows: torch.Tensor) -> dict[str, Any]:
+        n = rows[:, 0].clamp(min=1)
+        step = (rows[:, 1] / n).tolist()
+        wait = (rows[:, 2] / n).tolist()
+        busy = [s - w for s, w in zip(step, wait)]
+        slowest = max(step)
+        world = len(step)
+        flops = self.flops_per_token * self.tokens_per_step / slowest / world if slowest > 0 else 0.0
+        phases = {name: (rows[:, 5 + i] / n).tolist() for i, name in enumerate(self.phases)}
+        base = 5 + len(self.phases)
+        record: dict[str, Any] = {
+            "step": k, "steps": int(rows[0, 0]),
+            "step_seconds": {"min": min(step), "min_rank": step.index(min(step)), "max": slowest,
+                             "max_rank": step.index(slowest)},
+            "tokens_per_second_per_device": self.tokens_per_step / slowest / world if slowest > 0 else 0.0,
+            "tflops_per_device": flops / 1e12, "peak_flops": self.peak_flops,
+            "mfu": flops / self.peak_flops if self.peak_flops else None,
+            "straggler": _straggler(busy, self.settings.straggler_threshold),
+            "per_rank": {"step_seconds": step, "busy_seconds": busy, "wait_seconds": wait,
+                         "memory_peak_bytes": rows[:, 3].tolist(), "memory_reserved_bytes": rows[:, 4].tolist(),
+                         "phases": phases},
+        }
+        if getattr(self.optimizer, "timings", None) is not None:
+            record["per_rank"]["optimizer"] = {part: (rows[:, base + i] / n).tolist()
+                                               for i, part in enumerate(_OPTIMIZER_PARTS)}
+        if self.prediction:
+            measured = {"step_seconds": slowest, "memory_bytes": float(rows[:, 3].max())}
+            record["prediction"] = {key: {"predicted": value, "measured": measured.get(key),
+                                          "ratio": measured[key] / value if key in measured and value else None}
+                                    for key, value in self.prediction.items()}
+        return record
+
+    def close(self) -> None:
+        """Stop counting collective time (and close TensorBoard's writer)."""
+        if not self._closed:
+            time_collectives(False)
+            if self._tensorboard is not None:
+                self._tensorboard.close()
+            self._closed = True
+
+
+def _gather(vector: torch.Tensor) -> torch.Tensor:
+    """Every rank's vector, one row per rank (the only collective a log makes)."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return vector.unsqueeze(0).clone()
+    rows = [torch.empty_like(vector) for _ in range(dist.get_world_size())]
+    dist.all_gather(rows, vector)
+    return torch.stack(rows)
+
+
+def _straggler(busy: list[float], threshold: float) -> int | None:
+    """The rank busy longest, when it is above the median by more than `threshold` of it (and timer noise)."""
+    if len(busy) < 2:
+        return None
+    median = statistics.median(busy)
+    worst = max(range(len(busy)), key=busy.__getitem__)
+    excess = busy[worst] - median
+    return worst if excess > threshold * median and excess > _NOISE else None
+
+
+def line(record: dict[str, Any]) -> str:
+    """Rank 0's line for a record."""
+    s = record["step_seconds"]
+    per = record["per_rank"]
+    mem = per["memory_peak_bytes"]
+    top = max(range(len(mem)), key=mem.__getitem__)
+    wait = per["wait_seconds"]
+    waits = max(range(len(wait)), key=wait.__getitem__)
+    mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops'] / 1e12:,.0f} TFLOP/s" if record["mfu"] is not None else ""
+    straggler = f", straggler: rank {record['straggler']}" if record["straggler"] is not None else ""
+    return (f"metrics step {record['step']}: {s['max']:.3f} s/step (min {s['min']:.3f} rank {s['min_rank']}, max "
+            f"rank {s['max_rank']}), {record['tokens_per_second_per_device']:,.0f} tok/s/device, "
+            f"{record['tflops_per_device']:.3g} TFLOP/s/device{mfu}, wait {wait[waits]:.3f} s (rank {waits}), peak "
+            f"memory {mem[top] / 2**30:.2f} GiB (rank {top}){straggler}")
+
+
+def _append(path: Path, text: str) -> None:
+    """One record appended in one write (an O_APPEND write of a line is never interleaved with another)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _tensorboard(folder: Path) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:
+        raise ImportError(f"metrics_configs.tensorboard is on, but TensorBoard is not installed ({e}): pip install "
+                          "tensorboard, or set tensorboard: false") from None
+    return SummaryWriter(log_dir=str(folder))
+
+
+def _to_tensorboard(writer: Any, record: dict[str, Any]) -> None:
+    k = record["step"]
+    writer.add_scalar("step_seconds/max", record["step_seconds"]["max"], k)
+    writer.add_scalar("step_seconds/min", record["step_seconds"]["min"], k)
+    writer.add_scalar("tokens_per_second", record["tokens_per_second_per_device"], k)
+    writer.add_scalar("tflops", record["tflops_per_device"], k)
+    if record["mfu"] is not None:
+        writer.add_scalar("mfu", record["mfu"], k)
+    for rank, value in enumerate(record["per_rank"]["memory_peak_bytes"]):
+        writer.add_scalar(f"memory_peak_bytes/rank{rank}", value, k)
+    writer.flush()

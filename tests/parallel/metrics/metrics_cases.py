@@ -1,0 +1,84 @@
+"""Rank-side cases of parallel.Meter: small models trained a few steps under a strategy, the meter's records returned."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+from torch import nn
+
+import parallel
+import strategy
+from rank_helpers import init, tiny_llama
+
+
+def _mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+
+
+def train(text: str, steps: int, *, sleep_rank: int | None = None, sleep: float = 0.0, grow_rank: int | None = None,
+          out: str | None = None) -> dict:
+    """Train a small MLP at dp `steps` steps under `text` with a Meter logging every step: rank `sleep_rank` sleeps
+    `sleep` s before each backward, rank `grow_rank` touches 256 MiB in each step. Returns every record and, per step,
+    the phases' share of the step and the optimizer parts' share of its step."""
+    hcg = init(strategy.loads(text))
+    model = _mlp()
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    records: list[dict] = []
+    meter = parallel.Meter(hcg, model, tokens_per_step=8 * 64, seq_len=1, flops_per_token=1.0, optimizer=opt, out=out,
+                           sinks=[records.append], echo=lambda line: None)
+    shares, parts = [], []
+    g = torch.Generator().manual_seed(hcg.rank)
+    for k in range(1, steps + 1):
+        with meter.step(k):
+            with meter.phase("data"):
+                x = torch.randn(8, 64, generator=g)
+            with meter.phase("forward"):
+                loss = model(x).square().mean()
+            if hcg.rank == sleep_rank:
+                time.sleep(sleep)
+            if hcg.rank == grow_rank:
+                held = torch.ones(256 * 2**20 // 4)  # touched: resident
+                del held
+            with meter.phase("backward"):
+                loss.backward()
+            with meter.phase("optimizer"):
+                opt.step()
+                opt.zero_grad()
+        last = meter.last
+        if last is None or last["step"] != k:
+            continue  # not a log step
+        mine = last["per_rank"]
+        shares.append(sum(mine["phases"][p][hcg.rank] for p in parallel.metrics.PHASES) / mine["step_seconds"][hcg.rank])
+        parts.append(sum(opt.timings[p] for p in ("reduce", "clip", "update", "sync")) / opt.timings["total"])
+    meter.close()
+    return {"rank": hcg.rank, "records": [meter.last] if hcg.rank else records, "last": meter.last,
+            "phase_share": statistics.median(shares[2:] or [0]), "optimizer_share": statistics.median(parts[2:] or [0])}
+
+
+def mfu(text: str, seq: int) -> dict:
+    """A tiny Llama parallelised under `text`, one step on an injected clock of 0.5 s: the record's MFU and FLOPs."""
+    hcg = init(strategy.loads(text))
+    model = parallel.parallelize(tiny_llama(2, vocab=64, seq=seq))
+    now = [0.0]
+    meter = parallel.Meter(hcg, model, tokens_per_step=4 * seq, seq_len=seq, clock=lambda: now[0], echo=lambda s: None)
+    with meter.step(1):
+        now[0] += 0.5
+    meter.close()
+    assert meter.last is not None
+    return {"mfu": meter.last["mfu"], "flops_per_token": meter.flops_per_token, "world": hcg.world_size}
+
+
+def unknown_phase() -> str:
+    hcg = init(strategy.DistributedStrategy())
+    meter = parallel.Meter(hcg, _mlp(), tokens_per_step=1, seq_len=1, echo=lambda s: None)
+    try:
+        with meter.phase("loss"):
+            pass
+    except ValueError as e:
+        return str(e)
+    finally:
+        meter.close()
+    return "no error"
