@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     saving = checkpoint_settings(hcg.resolved.checkpoint, args.out)
     try:
-        summary = train(model, opt, data, args, hcg, progress=lead, checkpoints=saving)
+        summary = train(model, opt, data, args, hcg, progress=lead, checkpoints=saving,
+                        metrics_dir=args.out / hcg.resolved.metrics.dir)
     except ValueError as e:  # a checkpoint that is not one, or does not fit
         print(e, file=sys.stderr)
         return 1
@@ -148,7 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         return report_peer_failure(e, hcg)
     if lead:
         summary["config"] = model.config.to_dict() | {"seq_len": args.seq_len, "batch_size": args.batch_size}
-        write_outputs(args.out, summary, effective_strategy(s, hcg.resolved), title="finetune_hf")
+        write_outputs(args.out, summary, effective_strategy(s, hcg.resolved), title="finetune_hf",
+                      metrics_dir=args.out / hcg.resolved.metrics.dir)
+        if summary["metrics"]:
+            print(parallel.metrics.line(summary["metrics"]))
         if not summary["losses"]:
             print(f"nothing to train: {summary['resumed_from']} is at step {args.steps} already")
         else:
@@ -166,11 +170,12 @@ def corpus_text() -> str:
 
 
 def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, progress: bool,
-          checkpoints: strategy.CheckpointSettings | None = None) -> dict:
+          checkpoints: strategy.CheckpointSettings | None = None, metrics_dir: Path | None = None) -> dict:
     """AdamW on random windows of the corpus; each dp replica its share, the mp group one batch (broadcast).
 
     `checkpoints` (default: the strategy's checkpoint_configs) as in train_gpt.py: a restarted run continues from the
-    newest complete checkpoint; step k reads the windows seeded by k, so the step is the data position."""
+    newest complete checkpoint; step k reads the windows seeded by k, so the step is the data position. A
+    `parallel.Meter` times every step and logs at the strategy's metrics_configs.log_interval (into `metrics_dir`)."""
     from tqdm import tqdm
 
     ckpt = parallel.Checkpointer(hcg, settings=checkpoints)
@@ -180,26 +185,34 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
     per_replica = args.batch_size // hcg.data_size
     losses: list[float] = []
     bar = tqdm(total=args.steps - first, desc="finetune", unit="step", dynamic_ncols=True) if progress else None
+    phases = ("data", "pipeline") if hcg.pp_size > 1 else parallel.metrics.PHASES  # a pipeline's step is one call
+    meter = parallel.Meter(hcg, model, tokens_per_step=args.batch_size * args.seq_len, seq_len=args.seq_len,
+                           out=metrics_dir, phases=phases, optimizer=opt, echo=bar.write if bar else print)
     start = time.perf_counter()
     model.train()
     try:
         for step in range(first, args.steps):
-            gen = torch.Generator().manual_seed(step)
-            starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
-            mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
-            ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
-            if hcg.pp_size > 1:  # the schedule over pipeline_configs.accumulate_steps micro-batches, then one step
-                with parallel.autocast():
-                    loss = torch.tensor(model.train_batch((ids, ids), opt))
-            else:
-                # This rank's share of every row (its sep chunk, or its two cp chunks), targets shifted before the cut (the
-                # whole rows at sep_degree and cp_degree 1).
-                piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
-                with parallel.autocast():  # the strategy's amp
-                    loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0 if asked
-                opt.scale(loss).backward()
-                opt.step()  # clips at 1.0 first
-                opt.zero_grad()
+            with meter.step(step + 1):
+                with meter.phase("data"):
+                    gen = torch.Generator().manual_seed(step)
+                    starts = torch.randint(0, data.numel() - args.seq_len - 1, (args.batch_size,), generator=gen)
+                    mine = starts[hcg.data_rank * per_replica: (hcg.data_rank + 1) * per_replica]
+                    ids = torch.stack([data[i: i + args.seq_len] for i in mine.tolist()])
+                if hcg.pp_size > 1:  # the schedule over pipeline_configs.accumulate_steps micro-batches, then one step
+                    with meter.phase("pipeline"), parallel.autocast():
+                        loss = torch.tensor(model.train_batch((ids, ids), opt))
+                else:
+                    # This rank's share of every row (its sep chunk, or its two cp chunks), targets shifted before the
+                    # cut (the whole rows at sep_degree and cp_degree 1).
+                    with meter.phase("data"):
+                        piece = parallel.split_sequence({"input_ids": ids}, hcg=hcg)
+                    with meter.phase("forward"), parallel.autocast():  # the strategy's amp
+                        loss = model(**piece).loss  # this rank's share; the forward broadcasts ids from mp rank 0
+                    with meter.phase("backward"):
+                        opt.scale(loss).backward()
+                    with meter.phase("optimizer"):
+                        opt.step()  # clips at 1.0 first
+                        opt.zero_grad()
             losses.append(global_mean(loss, hcg))
             if bar:
                 done = step + 1 - first
@@ -209,6 +222,7 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
                     and not opt.pending_micro_steps:
                 ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
     finally:  # closed on a failure too: a message after it starts on a line of its own
+        meter.close()
         if bar:
             bar.close()
     ckpt.close()
@@ -217,7 +231,7 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
             "resumed_from": str(ckpt.resumed_from) if ckpt.resumed_from else None,
             "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None, "losses": losses,
             "seconds": elapsed, "tokens_per_second": args.batch_size * args.seq_len * len(losses) / elapsed,
-            "world_size": hcg.world_size, "effective_mp": dataclasses.asdict(hcg.resolved.mp)}
+            "world_size": hcg.world_size, "effective_mp": dataclasses.asdict(hcg.resolved.mp), "metrics": meter.last}
 
 
 if __name__ == "__main__":

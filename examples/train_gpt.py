@@ -11,7 +11,6 @@ only their shards, so the loss curve matches a single process (mp_degree 1) for 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -19,7 +18,7 @@ import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any
 from pathlib import Path
 
 import torch
@@ -177,14 +176,16 @@ def warmup(opt: parallel.HybridParallelOptimizer, cfg: Config) -> torch.optim.lr
 
 
 def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, trace_dir: Path | None = None,
-          checkpoints: strategy.CheckpointSettings | None = None, check_replicas: int = 0) -> dict:
+          checkpoints: strategy.CheckpointSettings | None = None, check_replicas: int = 0,
+          metrics_dir: Path | None = None) -> dict:
     """Train until cfg.steps; returns the summary (losses are the global-batch mean, identical on every rank).
 
     `checkpoints` (default: the strategy's checkpoint_configs): where to save, how often, and where to start from;
     with resume "auto" a run restarted (by torchrun --max-restarts, or by hand) continues from the newest complete
     checkpoint in its dir. Step k always reads the same batch (the step is the data position), so the continuation
     is exact; the last step is saved too. The learning rate warms up linearly over the first steps (a scheduler the
-    checkpoint carries).
+    checkpoint carries). A `parallel.Meter` times every step and logs at the strategy's metrics_configs.log_interval
+    (into `metrics_dir`, when given).
     """
     model, opt = build(cfg, hcg)
     scheduler = warmup(opt, cfg)
@@ -198,29 +199,37 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
     norms: list[float] = []
     replicas = ""  # the last replica check that passed, shown in the progress bar
     bar = _progress(cfg.steps - first) if progress else None
-    profiler = _Profiler(trace_dir) if trace_dir else None
+    profiler = parallel.metrics.Profiler(trace_dir) if trace_dir else None
+    phases = ("data", "pipeline") if hcg.pp_size > 1 else parallel.metrics.PHASES  # a pipeline's step is one call
+    meter = parallel.Meter(hcg, model, tokens_per_step=tokens_per_step, seq_len=cfg.seq_len, out=metrics_dir,
+                           phases=phases, attention=(cfg.layers, cfg.heads, cfg.d_model // cfg.heads), optimizer=opt,
+                           echo=bar.write if bar else print)
     start = time.perf_counter()
     try:
         for step in range(first, cfg.steps):
-            ids, targets = sequence_share(*batch(data, step, cfg, hcg), hcg)
-            if hcg.pp_size > 1:  # the schedule's micro-batches, one optimizer step (clipped), this data rank's mean loss
-                with parallel.autocast(hcg=hcg):
-                    loss = torch.tensor(model.train_batch((ids, targets), opt))
-                if opt.last_grad_norm is not None:
-                    norms.append(float(opt.last_grad_norm))
-                if check_replicas and (step + 1) % check_replicas == 0:
-                    replicas = f"ok@{step + 1}" if parallel.check_replicas(model) else "none"
-            else:
-                with parallel.autocast(hcg=hcg):  # the strategy's amp: fp16 or bf16 autocast, or nothing
-                    # Under sep or cp: this rank's share of the rows' mean (every rank holds as many tokens).
-                    loss = model(ids, targets) / (hcg.sep_size * hcg.cp_size)
-                opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
-                if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merged gradient
-                    norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, the same on every rank
-                if check_replicas and (step + 1) % check_replicas == 0:  # raises on every rank if any replica differs
-                    replicas = f"ok@{step + 1}" if parallel.check_replicas(model) else "none"
-                opt.step()
-                opt.zero_grad()
+            with meter.step(step + 1):
+                with meter.phase("data"):
+                    ids, targets = sequence_share(*batch(data, step, cfg, hcg), hcg)
+                if hcg.pp_size > 1:  # the schedule's micro-batches, one optimizer step (clipped), this data rank's mean loss
+                    with meter.phase("pipeline"), parallel.autocast(hcg=hcg):
+                        loss = torch.tensor(model.train_batch((ids, targets), opt))
+                    if opt.last_grad_norm is not None:
+                        norms.append(float(opt.last_grad_norm))
+                    if check_replicas and (step + 1) % check_replicas == 0:
+                        replicas = f"ok@{step + 1}" if parallel.check_replicas(model) else "none"
+                else:
+                    with meter.phase("forward"), parallel.autocast(hcg=hcg):  # the strategy's amp, or nothing
+                        # Under sep or cp: this rank's share of the rows' mean (every rank holds as many tokens).
+                        loss = model(ids, targets) / (hcg.sep_size * hcg.cp_size)
+                    with meter.phase("backward"):
+                        opt.scale(loss).backward()  # times the loss scale under fp16; the loss itself otherwise
+                    with meter.phase("optimizer"):
+                        if cfg.clip and not opt.accumulating:  # under gradient merge, the k-th step clips the merge
+                            norms.append(float(opt.clip_grad_norm_(cfg.clip)))  # the whole model's norm, every rank's
+                        if check_replicas and (step + 1) % check_replicas == 0:  # raises if any replica differs
+                            replicas = f"ok@{step + 1}" if parallel.check_replicas(model) else "none"
+                        opt.step()
+                        opt.zero_grad()
             scheduler.step()
             losses.append(global_mean(loss, hcg))
             if profiler:
@@ -236,6 +245,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
             if step + 1 == cfg.steps and saved is None and ckpt.dir is not None and not opt.pending_micro_steps:
                 ckpt.save(step + 1)  # the last step, unless it ends inside a gradient merge
     finally:  # closed on a failure too: a message after it starts on a line of its own
+        meter.close()
         if bar:
             bar.close()
     ckpt.close()  # the last background save, committed
@@ -255,6 +265,7 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
         "grad_norms": norms,
         "config": asdict(cfg),
         "effective_mp": asdict(hcg.resolved.mp),
+        "metrics": meter.last,
     }
 
 
@@ -269,50 +280,6 @@ def _progress(total: int):
     from tqdm import tqdm
 
     return tqdm(total=total, desc="train", unit="step", dynamic_ncols=True)
-
-
-class _Profiler:
-    """Profile steps 2-4 (after a warm-up) and write a Chrome/Perfetto trace per rank. Its start, steps and stop run
-    with kineto's lines (one at every start and stop, "USDT: ... profiler_start", which no log level silences) sent
-    to profiler_rankR.log beside the trace, off the progress bar."""
-
-    def __init__(self, trace_dir: Path) -> None:
-        from torch.profiler import ProfilerActivity, profile, schedule
-
-        rank = dist.get_rank()
-        self.log = trace_dir / f"profiler_rank{rank}.log"
-
-        def save(prof) -> None:
-            prof.export_chrome_trace(str(trace_dir / f"trace_rank{rank}.json"))
-
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-        self.prof = profile(activities=activities, schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
-                            on_trace_ready=save)
-        with _stderr_to(self.log):
-            self.prof.start()
-
-    def step(self) -> None:
-        with _stderr_to(self.log):
-            self.prof.step()
-
-    def stop(self) -> None:
-        with _stderr_to(self.log):
-            self.prof.stop()
-
-
-@contextlib.contextmanager
-def _stderr_to(path: Path) -> Iterator[None]:
-    """File descriptor 2 appended to `path` for the block (what C++ code prints there, past sys.stderr)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(path, "ab") as log:
-            os.dup2(log.fileno(), 2)
-            yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
 
 
 # A collective that failed because a peer died (or timed out): the job is over for this rank, torchrun restarts it.
@@ -399,9 +366,10 @@ def global_mean(loss: torch.Tensor, hcg: parallel.HybridGroup) -> float:
     return float(mean)
 
 
-def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrategy, *, title: str = "train_gpt") -> None:
-    """The strategy as it ran and summary.json first (atomically), then loss.png: a run that trained is never lost
-    to a plotting library that is missing or fails (a warning says so)."""
+def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrategy, *, title: str = "train_gpt",
+                  metrics_dir: Path | None = None) -> None:
+    """The strategy as it ran and summary.json first (atomically), then loss.png and (from `metrics_dir`'s records)
+    metrics.png: a run that trained is never lost to a plotting library that is missing or fails (a warning says so)."""
     from strategy.atomic import write_atomic
 
     out.mkdir(parents=True, exist_ok=True)
@@ -427,6 +395,8 @@ def write_outputs(out: Path, summary: dict, effective: strategy.DistributedStrat
     fig.tight_layout()
     fig.savefig(out / "loss.png", dpi=120)
     plt.close(fig)
+    if metrics_dir is not None:
+        parallel.metrics.plot_metrics(metrics_dir, out / "metrics.png")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -466,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summary = train(cfg, hcg, progress=lead, trace_dir=args.out if args.trace else None,
                         checkpoints=checkpoint_settings(hcg.resolved.checkpoint, args.out),
-                        check_replicas=args.check_replicas)
+                        check_replicas=args.check_replicas, metrics_dir=args.out / hcg.resolved.metrics.dir)
     except ValueError as e:  # a checkpoint that is not one, or does not fit
         print(e, file=sys.stderr)
         return 1
@@ -475,7 +445,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return report_peer_failure(e, hcg)
     if lead:
-        write_outputs(args.out, summary, effective_strategy(s, hcg.resolved))
+        write_outputs(args.out, summary, effective_strategy(s, hcg.resolved),
+                      metrics_dir=args.out / hcg.resolved.metrics.dir)
+        if summary["metrics"]:
+            print(parallel.metrics.line(summary["metrics"]))
         where = f"; checkpoints: {checkpoint_settings(hcg.resolved.checkpoint, args.out).dir}"
         if not summary["losses"]:
             print(f"nothing to train: {summary['resumed_from']} is at step {cfg.steps} already{where}")
