@@ -100,7 +100,7 @@ demo: $(STAMP)
 # Benchmarks (not part of make test): each prints a table and writes bench/results/NAME.json.
 # Paddle's column in config_load needs `pip install paddlepaddle==3.3.1` in .venv.
 BENCHES := tp_block overlap fused skip scaling sequence_parallel parallelize_hf checkpoint state_mesh training_options sharding \
-	pipeline sep cp expert plan dp
+	pipeline sep cp expert plan dp metrics
 # transformers' own tensor parallelism (a column of parallelize_hf) needs accelerate.
 bench: $(STAMP)
 	$(PY) -m pip install --quiet accelerate
