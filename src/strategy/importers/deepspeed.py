@@ -108,11 +108,19 @@ RULES = (
     Rule(key="gradient_predivide_factor", reason="gradients are averaged after the reduction here", cite="comm"),
     Rule(key="sparse_gradients", reason="sparse embedding gradients are not implemented", cite="comm"),
     Rule(key="disable_allgather", reason="communication tuning has no counterpart", cite="comm"),
-    *(Rule(key=key, reason="logging and monitoring are the training script's (its --trace for timings)", cite=cite)
-      for key, cite in (("steps_per_print", "logging"), ("wall_clock_breakdown", "logging"), ("dump_state", "logging"),
-                        ("memory_breakdown", "batch-src"), ("tensorboard.*", "monitor"), ("wandb.*", "monitor"),
-                        ("csv_monitor.*", "monitor"), ("comet.*", "monitor"), ("comms_logger.*", "other"),
-                        ("flops_profiler.*", "other"))),
+    Rule(key="steps_per_print", means="log_interval", read=integer(), cite="logging"),
+    Rule(key="wall_clock_breakdown", means="timers", read=truth(True, False), cite="logging"),
+    Rule(key="tensorboard.enabled", means="tensorboard", read=truth(True, False), cite="monitor"),
+    Rule(key="tensorboard.*", reason="TensorBoard's events go under metrics_configs.dir, named by the run",
+         cite="monitor"),
+    Rule(key="flops_profiler.*", cite="other",
+         reason="parallel.Meter counts every run's FLOPs for the whole model and logs TFLOP/s and MFU (against "
+                "metrics_configs.peak_flops); DeepSpeed's per-module profile has no counterpart (torch.profiler's "
+                "with_flops does that)"),
+    *(Rule(key=key, reason="logging and monitoring are the training script's (parallel.Meter logs its metrics)",
+           cite=cite)
+      for key, cite in (("dump_state", "logging"), ("memory_breakdown", "batch-src"), ("wandb.*", "monitor"),
+                        ("csv_monitor.*", "monitor"), ("comet.*", "monitor"), ("comms_logger.*", "other"))),
     Rule(key="activation_checkpointing.*", cite="ac",
          reason="configures deepspeed.checkpointing, which the model's code calls; the strategy's recompute "
                 "recomputes whole blocks"),

@@ -82,7 +82,11 @@ FACTS: dict[str, str] = {
                       "reduce-scatters on its own",
     "stage1_broadcast_overlap": "checked (stage 1 without split_param); FSDP2 prefetches its all-gathers on its own",
     "stage1_allgather_overlap": "checked (stage 1 with split_param); FSDP2 prefetches its all-gathers on its own",
-    "logging_steps": "the training loop's logging interval (checked where the trainer's overlap switches need > 1)",
+    "logging_steps": "metrics_configs.log_interval (also checked where the trainer's overlap switches need > 1)",
+    "log_interval": "metrics_configs.log_interval (steps between two logs of parallel.Meter)",
+    "tensorboard": "metrics_configs.tensorboard (rank 0's TensorBoard events)",
+    "timers": "hybrid_configs.enable_optimizer_timer (the optimizer step's parts; parallel.Meter times every step's "
+              "phases whatever the value)",
     "do_eval": "the training loop's evaluation (checked against evaluation_strategy where the trainer does)",
     "eval_strategy": "when the training loop evaluates (no counterpart)",
     "checked": "nothing in the strategy",

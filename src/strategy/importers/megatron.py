@@ -87,6 +87,11 @@ RULES = (
     Rule(key="hysteresis", means="hysteresis", read=integer(), cite="args"),
     Rule(key="min-loss-scale", reason=SCALE_FLOOR,
          cite="args"),
+    Rule(key="log-interval", means="log_interval", read=integer(), cite="args"),
+    Rule(key="timing-log-level", means="timers", cite="args",
+         read=integer(0, scale=lambda n: n > 0, describe="0: the run's time only; 1, 2: each phase's too")),
+    Rule(key="tensorboard-dir", means="tensorboard", read=const(True, describe="TensorBoard events (their folder is "
+                                                                                "metrics_configs.dir's)"), cite="args"),
     Rule(key="save", means="ckpt_dir", read=text(describe="the directory checkpoints are saved into"), cite="args"),
     Rule(key="save-interval", means="ckpt_every", read=integer(), cite="args"),
     Rule(key="async-save", means="ckpt_async", read=const(True, describe="background saves (DCP async_save)"),

@@ -50,6 +50,7 @@ class _Planner(World):
         self.pipeline()
         self.precision()
         self.checkpoints()
+        self.metrics()
         if self.has("recompute"):
             self.set("recompute", bool(self.get("recompute")), "recompute")
         if self.has("sequence_parallel"):
@@ -83,6 +84,13 @@ class _Planner(World):
                 # the tools count optimizer updates; a training step here is a micro-step of gradient merge
                 value *= self.strategy.get("gradient_merge_configs", {}).get("k_steps", 1)
             self.set(f"checkpoint_configs.{name}", value, fact, "ckpt_enable")
+
+    def metrics(self) -> None:
+        """What the run logs: its interval, TensorBoard, the optimizer's timer."""
+        for fact, path in (("logging_steps", "metrics_configs.log_interval"), ("log_interval", "metrics_configs.log_interval"),
+                           ("tensorboard", "metrics_configs.tensorboard"), ("timers", "hybrid_configs.enable_optimizer_timer")):
+            if self.has(fact):
+                self.set(path, self.get(fact), fact)
 
     def data_split(self) -> None:
         """dp_degree and sharding_degree from the data ranks, and the sharding stage."""

@@ -40,7 +40,7 @@ _SCHEDULES = {
 }
 _NOT_HERE = {
     "job": "the job's folders and description", "profiling": "profiling is the training script's (--trace)",
-    "metrics": "logging is the training script's", "model": "the model and its tokenizer are the script's",
+    "metrics": "the rest of logging is parallel.Meter's (metrics_configs: the interval, TensorBoard, the peak FLOP/s)", "model": "the model and its tokenizer are the script's",
     "optimizer": "the optimizer is your torch optimizer", "lr_scheduler": "the schedule is your torch scheduler",
     "checkpoint": "the rest of checkpointing is the Checkpointer's (parallel.Checkpointer)",
     "validation": "validation is the script's",
@@ -116,6 +116,8 @@ RULES = (
         "disabled": False, "async": True,
         "async_with_pinned_mem": True}, describe='"async" and "async_with_pinned_mem": background saves (DCP '
                                                   'async_save); "disabled": foreground')),
+    Rule(key="metrics.log_freq", means="log_interval", read=integer(), cite="job"),
+    Rule(key="metrics.enable_tensorboard", means="tensorboard", read=truth(True, False), cite="job"),
     *(Rule(key=f"{section}.*", reason=why, cite="job") for section, why in _NOT_HERE.items()),
 )
 

@@ -55,11 +55,12 @@ def test_arithmetic_divides_as_bash_does_truncating_toward_zero():
 
 def test_what_only_a_run_knows_is_unresolved_with_the_reason(write):
     imported = import_config(write("t.sh", 'CKPT=$1\nOUT="$(date)"\nrun --tensor-model-parallel-size 2 --save $CKPT '
-                                           "--tensorboard-dir $OUT --data-cache-path $HOME/cache\n"))
+                                           "--log-interval $OUT --tensorboard-dir $OUT --data-cache-path $HOME/cache\n"))
     reasons = {e.key: (e.status, e.reason) for e in imported.entries}
     assert entry_value(imported, "save") == "$CKPT"
     assert reasons["save"] == ("unresolved", "$1 is an argument of the script, known only when it runs")
-    assert reasons["tensorboard-dir"] == ("unresolved", "$(date) is a command's output, known only when the script runs")
+    assert reasons["log-interval"] == ("unresolved", "$(date) is a command's output, known only when the script runs")
+    assert reasons["tensorboard-dir"][0] == "mapped"  # given at all, TensorBoard is on, whatever its folder
     assert reasons["data-cache-path"] == ("unresolved", "$HOME is not set in the script (it comes from the environment)")
 
 
