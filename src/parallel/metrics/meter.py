@@ -32,6 +32,7 @@ __all__ = ["Meter", "PHASES"]
 PHASES = ("data", "forward", "backward", "optimizer")
 _NOISE = 0.010  # seconds: a straggler is slower than the median by more than this too (timer noise on tiny steps)
 _OPTIMIZER_PARTS = ("reduce", "clip", "update", "sync")
+_PIPELINE_PARTS = ("forward", "backward", "weight", "wait")  # pp_configs.enable_timer: this rank's stages' sums
 
 
 class Meter:
@@ -88,12 +89,16 @@ class Meter:
         amp = hcg.resolved.amp
         self.peak_flops = settings.peak_flops or device_peak_flops(self.device, amp.dtype if amp.enabled else None)
         self.last: dict[str, Any] | None = None  # the last log's record
+        # A PipelineModel whose strategy times its stages (pp_configs.enable_timer or profiling).
+        self._stages = getattr(model, "timer", None) if hasattr(model, "stage_ids") else None
+        self._profile = self._stages is not None and hcg.resolved.pipeline.profiling
+        self._folder: Path | None = None
         self._window = torch.zeros(self._width(), dtype=torch.float64)
         self._phase_open: str | None = None
         self._jsonl: Path | None = None
         self._tensorboard: Any = None
         if out is not None:
-            folder = Path(out) / settings.dir
+            folder = self._folder = Path(out) / settings.dir
             folder.mkdir(parents=True, exist_ok=True)
             self._jsonl = folder / f"metrics_rank{hcg.rank}.jsonl"
             if settings.tensorboard and hcg.rank == 0:
@@ -103,9 +108,10 @@ class Meter:
         self._closed = False
 
     # The vector each rank contributes at a log: steps, step seconds, wait seconds, peak used, peak held, each phase's
-    # seconds, each optimizer part's seconds (summed over the window's steps; memory: the window's peak).
+    # seconds, each optimizer part's seconds, each pipeline part's (summed over the window's steps; memory: the
+    # window's peak).
     def _width(self) -> int:
-        return 5 + len(self.phases) + len(_OPTIMIZER_PARTS)
+        return 5 + len(self.phases) + len(_OPTIMIZER_PARTS) + len(_PIPELINE_PARTS)
 
     @contextmanager
     def step(self, k: int) -> Iterator[None]:
@@ -119,9 +125,13 @@ class Meter:
         w[1] += self.clock() - start
         w[2] += collective_seconds() - waited
         timings = getattr(self.optimizer, "timings", None)
+        base = 5 + len(self.phases)
         if timings:
             for i, part in enumerate(_OPTIMIZER_PARTS):
-                w[5 + len(self.phases) + i] += timings.get(part, 0.0)
+                w[base + i] += timings.get(part, 0.0)
+        if self._stages is not None and self._stages.totals:
+            for i, part in enumerate(_PIPELINE_PARTS):
+                w[base + len(_OPTIMIZER_PARTS) + i] += self._stages.totals[part]
         if self.settings.log_interval and k % self.settings.log_interval == 0:
             self._log(k)
 
@@ -150,6 +160,8 @@ class Meter:
         rows = _gather(self._window)
         self._window.zero_()
         record = self._record(k, rows)
+        if self._profile:
+            self._timeline(k, record)
         self.last = record
         if self._jsonl is not None:
             _append(self._jsonl, json.dumps({"rank": self.hcg.rank, **record}) + "\n")
@@ -185,12 +197,30 @@ class Meter:
         if getattr(self.optimizer, "timings", None) is not None:
             record["per_rank"]["optimizer"] = {part: (rows[:, base + i] / n).tolist()
                                                for i, part in enumerate(_OPTIMIZER_PARTS)}
+        if self._stages is not None:
+            at = base + len(_OPTIMIZER_PARTS)
+            record["per_rank"]["pipeline"] = {part: (rows[:, at + i] / n).tolist() for i, part in enumerate(_PIPELINE_PARTS)}
         if self.prediction:
             measured = {"step_seconds": slowest, "memory_bytes": float(rows[:, 3].max())}
             record["prediction"] = {key: {"predicted": value, "measured": measured.get(key),
                                           "ratio": measured[key] / value if key in measured and value else None}
                                     for key, value in self.prediction.items()}
         return record
+
+    def _timeline(self, k: int, record: dict[str, Any]) -> None:
+        """pp_configs.profiling: every rank's events of step k merged into one timeline (an all_gather of objects,
+        made only when profiling is on), written by rank 0."""
+        h = self.hcg  # one replica's stages: the ranks of the first data, mp, sep and cp position
+        first = h.data_rank == 0 and h.mp_rank == 0 and h.sep_rank == 0 and h.cp_rank == 0
+        events = [(h.rank, e) for e in self._stages.events] if first else []  # type: ignore[union-attr]
+        everyone: list[Any] = [None] * dist.get_world_size() if dist.is_initialized() else [events]
+        if dist.is_initialized():
+            dist.all_gather_object(everyone, events)
+        if self.hcg.rank == 0 and self._folder is not None:
+            from ..pipeline.timeline import write_timeline
+
+            merged = [pair for part in everyone for pair in part]
+            record["pipeline_timeline"] = [str(p) for p in write_timeline(merged, self._folder, k)]
 
     def close(self) -> None:
         """Stop counting collective time (and close TensorBoard's writer)."""

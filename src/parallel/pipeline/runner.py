@@ -27,6 +27,7 @@ from .losses import check_whole_loss, next_token_loss
 from .evaluation import ForwardOnlyV, needs_forward_only_v
 from .split import FIELD, Cut, chunk_blocks, cut, prune, skeleton
 from .tied import tie_across_stages
+from .timers import StageTimer
 
 __all__ = ["LossFn", "PipelineModel", "StagePlan", "check_cut", "next_token_loss", "pipeline_stages", "split_model"]
 
@@ -129,6 +130,8 @@ class PipelineModel:
         # torch's V schedules cannot evaluate forward only (evaluation.py): eval runs a schedule of its own there.
         self._eval_apart = needs_forward_only_v(settings.placement)
         self._scale = 1.0
+        # pp_configs.enable_timer / profiling: each micro-batch's forward and backward timed on this rank's stages.
+        self.timer: StageTimer | None = StageTimer(_device(hcg)) if settings.timer or settings.profiling else None
 
     # -- the whole model's face -------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:  # parameters(), state_dict(), named_modules(), config, ...
@@ -184,7 +187,13 @@ class PipelineModel:
         args = (inputs,) if self.first else ()
         target = labels if self.last else None
         run = schedule.step if train else schedule.eval
-        run(*args, target=target, losses=losses if self.last else None, return_outputs=False)
+        if self.timer is not None and train:
+            self.timer.begin()
+        try:
+            run(*args, target=target, losses=losses if self.last else None, return_outputs=False)
+        finally:
+            if self.timer is not None and train:
+                self.timer.end()
         total = torch.stack([x.detach().float() for x in losses]).sum() if self.last else torch.zeros(())
         if self.hcg.resolved.pipeline.delay_scale_loss:  # the losses were left whole: their mean
             total = total / self.accumulate_steps
@@ -228,10 +237,11 @@ class PipelineModel:
         return schedule
 
     def _build(self, cls: Any) -> Any:
-        device = torch.device("cuda", torch.cuda.current_device()) if self.hcg.mesh.device_type == "cuda" \
-            else torch.device("cpu")
-        stages = [PipelineStage(chunk, s, self.num_stages, device, group=self.hcg.pp_p2p_group)
+        stages = [PipelineStage(chunk, s, self.num_stages, _device(self.hcg), group=self.hcg.pp_p2p_group)
                   for chunk, s in zip(self.chunks, self.stage_ids)]
+        if self.timer is not None:
+            for stage in stages:
+                self.timer.wrap(stage)
         n, fn = self.accumulate_steps, self.loss_fn
         # Each micro-batch's loss is divided by their number, so the summed gradients are the mean's (also into
         # main_grad, which the schedule's own scaling would miss), and the summed losses are the mean; under
@@ -242,3 +252,7 @@ class PipelineModel:
             return cls(stages, n, loss_fn)
         stage_arg: Any = stages[0] if issubclass(cls, schedules.PipelineScheduleSingle) else stages
         return cls(stage_arg, n_microbatches=n, loss_fn=loss_fn, scale_grads=False)
+
+
+def _device(hcg: HybridGroup) -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if hcg.mesh.device_type == "cuda" else torch.device("cpu")

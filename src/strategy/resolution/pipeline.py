@@ -115,7 +115,8 @@ def settings(s: DistributedStrategy, degrees: dict[str, int], pp_configs: dict[s
     return {"pp_degree": pp, "micro_batch_size": configs.micro_batch_size, "accumulate_steps": configs.accumulate_steps,
             "virtual_pp_degree": chunks, "schedule": schedule, "placement": "v" if mode.v else "loop",
             "shapes": _shapes(configs, pp_configs), "dp_comm_overlap": pp_configs["dp_comm_overlap"],
-            "delay_scale_loss": pp_configs["delay_scale_loss"]}
+            "delay_scale_loss": pp_configs["delay_scale_loss"], "timer": pp_configs["enable_timer"],
+            "profiling": pp_configs["profiling"]}
 
 
 def _shapes(configs: PipelineConfig, pp_configs: dict[str, Any]) -> str:

@@ -72,7 +72,9 @@ class PipelineSettings:
     clear_every_step_cache: built anew each step). `dp_comm_overlap` (pp_configs): each bucket's dp all-reduce starts
     once the step's last micro-batch produced its gradients, rather than after the step's last backward.
     `delay_scale_loss` (pp_configs): each micro-batch's loss is left whole and the step divides the summed gradients by
-    `accumulate_steps`, rather than each loss being divided before its backward. The defaults while pp_degree is 1,
+    `accumulate_steps`, rather than each loss being divided before its backward. `timer` (pp_configs.enable_timer):
+    each stage's forward, backward and weight-gradient time and its wait, logged by parallel.Meter; `profiling`
+    (pp_configs.profiling): the step's merged timeline written at each log. The defaults while pp_degree is 1,
     where nothing pipelines.
     """
 
@@ -85,6 +87,8 @@ class PipelineSettings:
     shapes: str = "fixed"
     dp_comm_overlap: bool = False
     delay_scale_loss: bool = False
+    timer: bool = False
+    profiling: bool = False
 
     @property
     def num_stages(self) -> int:

@@ -82,3 +82,23 @@ def unknown_phase() -> str:
     finally:
         meter.close()
     return "no error"
+
+
+def pipeline(text: str, out: str, sleep: float) -> dict:
+    """A tiny Llama over pp 2, its second stage's forward `sleep` s slower per micro-batch; two steps under a meter
+    logging each: the last record."""
+    hcg = init(strategy.loads(text))
+    model = parallel.parallelize(tiny_llama(2, vocab=64, seq=16))
+    if hcg.pp_rank == 1:
+        for layer in model.module.model.layers:
+            if layer is not None:
+                layer.register_forward_pre_hook(lambda module, args: time.sleep(sleep))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    meter = parallel.Meter(hcg, model, tokens_per_step=4 * 16, seq_len=16, out=out, phases=("pipeline",),
+                           echo=lambda s: None)
+    ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0))
+    for k in (1, 2):
+        with meter.step(k), meter.phase("pipeline"):
+            model.train_batch((ids, ids), opt)
+    meter.close()
+    return {"pp_rank": hcg.pp_rank, "last": meter.last, "events": [tuple(e) for e in model.timer.events]}

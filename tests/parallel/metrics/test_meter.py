@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import metrics_cases as cases
+import strategy
 from rank_helpers import tiny_llama
 
 DP2 = "hybrid_configs { dp_degree: 2 enable_optimizer_timer: true } metrics_configs { log_interval: 1 }"
@@ -94,14 +95,17 @@ def test_the_strategys_timer_fields_validate_strictly_and_explain_shows_them_on(
     from strategy.cli import main
 
     path = tmp_path / "s.prototxt"
-    path.write_text("hybrid_configs { enable_optimizer_timer: true }\nmetrics_configs { peak_flops: 1e12 tensorboard: true }\n")
+    path.write_text("hybrid_configs {\n  pp_degree: 2\n  enable_optimizer_timer: true\n  pp_configs { enable_timer: true "
+                    "profiling: true }\n}\npipeline_configs { accumulate_steps: 4 }\nmetrics_configs { peak_flops: 1e12 }\n")
     assert main(["validate", "--policy", "strict", str(path)]) == 0
     capsys.readouterr()
     assert main(["explain", str(path)]) == 0
     shown = capsys.readouterr().out
-    rows = [line for line in shown.splitlines() if "enable_optimizer_timer" in line or "metrics_configs.peak_flops" in line]
-    assert len(rows) == 2 and all("true" in r or "1e+12" in r or "1000000000000" in r for r in rows), rows
-    assert not any("not implemented" in r for r in rows)
+    fields = ("enable_optimizer_timer", "pp_configs.enable_timer", "pp_configs.profiling")
+    rows = [line for line in shown.splitlines() if any(f in line for f in fields)]
+    assert len(rows) == 3 and all(r.split()[1:] == ["true", "set", "on"] for r in rows), rows
+    resolved = strategy.resolve(strategy.load(path))
+    assert resolved.optimizer_timer and resolved.pipeline.timer and resolved.pipeline.profiling
 
 
 def test_the_straggler_is_the_rank_busy_longest_above_the_median_by_the_threshold():
@@ -117,3 +121,21 @@ def test_a_phase_the_meter_was_not_given_is_an_error_naming_its_phases(pools):
     assert pools(1).run(cases.unknown_phase, timeout=60) == ["phase 'loss' is not one of this meter's phases "
                                                              "['data', 'forward', 'backward', 'optimizer']: name it when "
                                                              "creating the Meter (phases=...), the same on every rank"]
+
+
+@pytest.mark.parametrize("schedule", ["FThenB", "1F1B"])
+def test_pipeline_timers_see_the_slow_stage_and_the_wait_and_the_timeline_has_every_micro_batch(pools, tmp_path,
+                                                                                              schedule):
+    text = (f'hybrid_configs {{ pp_degree: 2 pp_configs {{ enable_timer: true profiling: true }} }} pipeline_configs {{ '
+            f'accumulate_steps: 4 micro_batch_size: 1 schedule_mode: "{schedule}" }} metrics_configs {{ log_interval: 1 }}')
+    ranks = pools(2).run(cases.pipeline, text, str(tmp_path), 0.05, timeout=120)
+    stages = ranks[0]["last"]["per_rank"]["pipeline"]
+    assert stages["forward"][1] >= 0.2, stages  # stage 1: 4 micro-batches of 50 ms
+    assert stages["wait"][0] >= 0.15, stages  # stage 0 waits for it
+    trace = json.loads((tmp_path / "pipeline_timeline.json").read_text())
+    assert trace["step"] == 2 and (tmp_path / "pipeline_timeline.png").is_file()
+    for stage in (0, 1):
+        events = sorted((e["ts"], e["ts"] + e["dur"], e["cat"]) for e in trace["traceEvents"]
+                        if e["ph"] == "X" and e["tid"] == stage)
+        assert [kind for *_, kind in events].count("forward") == 4 and [k for *_, k in events].count("backward") == 4
+        assert all(a[1] <= b[0] for a, b in zip(events, events[1:])), events  # none overlap on a row

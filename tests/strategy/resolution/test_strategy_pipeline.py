@@ -81,7 +81,7 @@ def test_resolved_pipeline_flattens_for_the_ranks_agreement():
     assert dataclasses.asdict(r)["pipeline"] == {
         "pp_degree": 2, "micro_batch_size": 1, "accumulate_steps": 4, "virtual_pp_degree": 2,
         "schedule": "ScheduleDualPipeV", "placement": "v", "shapes": "fixed", "dp_comm_overlap": False,
-        "delay_scale_loss": False}
+        "delay_scale_loss": False, "timer": False, "profiling": False}
     with pytest.raises(dataclasses.FrozenInstanceError):
         r.pipeline.accumulate_steps = 1  # type: ignore[misc]
 
@@ -234,11 +234,11 @@ def test_the_reference_gives_every_pp_configs_field_its_status():
     status = statuses("PpConfig")
     always_on = {"release_gradients", "overlap_p2p_comm"}
     implemented = {"use_dualpipev", "coll_nccl_config", "p2p_nccl_config", "virtual_pp_degree", "clear_every_step_cache",
-                   "enable_dynamic_shape", "dp_comm_overlap", "delay_scale_loss"}
+                   "enable_dynamic_shape", "dp_comm_overlap", "delay_scale_loss", "enable_timer", "profiling"}
     decided = {"use_batch_p2p_comm"}
     not_implemented = {"sharding_comm_overlap", "best_unbalanced_scheduler",
                        "enable_offload_queue", "forward_backward_overlap_scheduler",
-                       "shared_nccl_config", "sync_param", "sync_moment", "sync_mode", "enable_timer", "profiling"}
+                       "shared_nccl_config", "sync_param", "sync_moment", "sync_mode"}
     assert {n for n, s in status.items() if s == "implemented, always on"} == always_on
     assert {n for n, s in status.items() if s == "implemented"} == implemented
     assert {n for n, s in status.items() if s.startswith("decided here: ")} == decided
