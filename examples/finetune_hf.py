@@ -187,7 +187,8 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
     bar = tqdm(total=args.steps - first, desc="finetune", unit="step", dynamic_ncols=True) if progress else None
     phases = ("data", "pipeline") if hcg.pp_size > 1 else parallel.metrics.PHASES  # a pipeline's step is one call
     meter = parallel.Meter(hcg, model, tokens_per_step=args.batch_size * args.seq_len, seq_len=args.seq_len,
-                           out=metrics_dir, phases=phases, optimizer=opt, echo=bar.write if bar else print)
+                           out=metrics_dir, phases=phases, optimizer=opt, echo=bar.write if bar else print,
+                           prediction=_predicted(model, hcg, args.seq_len, per_replica))
     start = time.perf_counter()
     model.train()
     try:
@@ -232,6 +233,18 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
             "first_loss": losses[0] if losses else None, "final_loss": losses[-1] if losses else None, "losses": losses,
             "seconds": elapsed, "tokens_per_second": args.batch_size * args.seq_len * len(losses) / elapsed,
             "world_size": hcg.world_size, "effective_mp": dataclasses.asdict(hcg.resolved.mp), "metrics": meter.last}
+
+
+def _predicted(model, hcg: parallel.HybridGroup, seq_len: int, per_replica: int) -> dict[str, float]:
+    """The memory model's bytes per rank for this run (`strategy.estimate_memory`: weights, gradients, AdamW state and
+    the activations a micro-batch keeps), logged beside the measured peak; {} for a model it cannot count. On a GPU
+    the peak is the allocator's; on a CPU the whole process's resident set, interpreter and libraries included."""
+    micro = hcg.resolved.pipeline.micro_batch_size if hcg.pp_size > 1 else per_replica
+    try:
+        estimate = strategy.estimate_memory(model.config.to_dict(), hcg.resolved, seq_len=seq_len, micro_batch_size=micro)
+    except ValueError:
+        return {}
+    return {"memory_bytes": float(estimate.total)}
 
 
 if __name__ == "__main__":

@@ -104,6 +104,8 @@ class Meter:
             if settings.tensorboard and hcg.rank == 0:
                 self._tensorboard = _tensorboard(folder / "tensorboard")
         reset_peak_memory(self.device)
+        if self.device.type == "cuda" and self._folder is not None:  # what a snapshot on OOM shows: each allocation
+            torch.cuda.memory._record_memory_history(max_entries=100_000)
         time_collectives(True)
         self._closed = False
 
@@ -117,7 +119,11 @@ class Meter:
     def step(self, k: int) -> Iterator[None]:
         """Time step `k` (numbered as the run prints it); after it, log when k is a multiple of the interval."""
         start, waited = self.clock(), collective_seconds()
-        yield
+        try:
+            yield
+        except torch.OutOfMemoryError:
+            self._snapshot(k)
+            raise
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # the step's kernels done: wall time is the step's
         w = self._window
@@ -207,6 +213,19 @@ class Meter:
                                     for key, value in self.prediction.items()}
         return record
 
+    def _snapshot(self, k: int) -> None:
+        """Out of memory in step k: on CUDA the allocator's snapshot (memory_snapshot_rankR.pickle, for
+        https://pytorch.org/memory_viz), elsewhere the figures the meter has (memory_snapshot_rankR.json)."""
+        if self._folder is None:
+            return
+        stem = self._folder / f"memory_snapshot_rank{self.hcg.rank}"
+        if self.device.type == "cuda":
+            torch.cuda.memory._dump_snapshot(str(stem.with_suffix(".pickle")))
+            return
+        used, held = peak_memory(self.device)
+        stem.with_suffix(".json").write_text(json.dumps({"step": k, "rank": self.hcg.rank, "peak_bytes": used,
+                                                         "held_bytes": held}) + "\n")
+
     def _timeline(self, k: int, record: dict[str, Any]) -> None:
         """pp_configs.profiling: every rank's events of step k merged into one timeline (an all_gather of objects,
         made only when profiling is on), written by rank 0."""
@@ -226,6 +245,8 @@ class Meter:
         """Stop counting collective time (and close TensorBoard's writer)."""
         if not self._closed:
             time_collectives(False)
+            if self.device.type == "cuda" and self._folder is not None:
+                torch.cuda.memory._record_memory_history(enabled=None)
             if self._tensorboard is not None:
                 self._tensorboard.close()
             self._closed = True

@@ -102,3 +102,17 @@ def pipeline(text: str, out: str, sleep: float) -> dict:
             model.train_batch((ids, ids), opt)
     meter.close()
     return {"pp_rank": hcg.pp_rank, "last": meter.last, "events": [tuple(e) for e in model.timer.events]}
+
+
+def out_of_memory(out: str) -> str:
+    """A step that runs out of memory: the error goes on, and the rank's snapshot is written."""
+    hcg = init(strategy.DistributedStrategy())
+    meter = parallel.Meter(hcg, _mlp(), tokens_per_step=1, seq_len=1, out=out, echo=lambda s: None)
+    try:
+        with meter.step(3):
+            raise torch.OutOfMemoryError("out of memory (a test's)")
+    except torch.OutOfMemoryError as e:
+        return str(e)
+    finally:
+        meter.close()
+    return "no error"

@@ -139,3 +139,10 @@ def test_pipeline_timers_see_the_slow_stage_and_the_wait_and_the_timeline_has_ev
                         if e["ph"] == "X" and e["tid"] == stage)
         assert [kind for *_, kind in events].count("forward") == 4 and [k for *_, k in events].count("backward") == 4
         assert all(a[1] <= b[0] for a, b in zip(events, events[1:])), events  # none overlap on a row
+
+
+def test_a_step_out_of_memory_writes_the_ranks_snapshot_and_goes_on_failing(pools, tmp_path):
+    """On CUDA the allocator's snapshot (recorded from the Meter's start); on a CPU the peak the meter reads."""
+    assert pools(1).run(cases.out_of_memory, str(tmp_path), timeout=60) == ["out of memory (a test's)"]
+    snapshot = json.loads((tmp_path / "memory_snapshot_rank0.json").read_text())
+    assert snapshot["step"] == 3 and snapshot["peak_bytes"] > 2**20
