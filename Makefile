@@ -95,7 +95,7 @@ demo: $(STAMP)
 	$(VENV)/bin/strategy validate examples/strategies/*.prototxt
 	$(VENV)/bin/torchrun --standalone --nproc-per-node 2 examples/train_gpt.py \
 		--strategy examples/strategies/mp2_all_flags.prototxt --steps 400 --out out/demo --trace --check-replicas 100
-	@echo "outputs: out/demo/{strategy.prototxt,loss.png,summary.json,trace_rank0.json,checkpoints/step-400}"
+	@echo "outputs: out/demo/{strategy.prototxt,loss.png,metrics.png,metrics_rank0.jsonl,summary.json,trace_rank0.json,checkpoints/step-400}"
 
 # Benchmarks (not part of make test): each prints a table and writes bench/results/NAME.json.
 # Paddle's column in config_load needs `pip install paddlepaddle==3.3.1` in .venv.
