@@ -22,7 +22,7 @@ class Package(NamedTuple):
 PACKAGES = {
     "parallel": Package(Path(parallel.__file__).parent,
                         ("topology", "tensor", "sharding", "pipeline", "sep", "cp", "experts", "training", "checkpoint",
-                         "compose"),
+                         "compose", "metrics"),
                         ("blocks", "introspect")),
     # formats above resolution: a loaded file is resolved, resolution never reads a file.
     "strategy": Package(Path(strategy.__file__).parent, ("schema", "resolution", "planning", "formats", "importers",

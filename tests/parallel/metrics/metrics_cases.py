@@ -14,8 +14,9 @@ from rank_helpers import init, tiny_llama
 
 
 def _mlp() -> nn.Module:
+    """Big enough that a step takes milliseconds: the few microseconds between phases are not 5% of it."""
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64))
+    return nn.Sequential(nn.Linear(256, 1024), nn.GELU(), nn.Linear(1024, 256))
 
 
 def train(text: str, steps: int, *, sleep_rank: int | None = None, sleep: float = 0.0, grow_rank: int | None = None,
@@ -27,14 +28,14 @@ def train(text: str, steps: int, *, sleep_rank: int | None = None, sleep: float 
     model = _mlp()
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
     records: list[dict] = []
-    meter = parallel.Meter(hcg, model, tokens_per_step=8 * 64, seq_len=1, flops_per_token=1.0, optimizer=opt, out=out,
+    meter = parallel.Meter(hcg, model, tokens_per_step=64, seq_len=1, flops_per_token=1.0, optimizer=opt, out=out,
                            sinks=[records.append], echo=lambda line: None)
     shares, parts = [], []
     g = torch.Generator().manual_seed(hcg.rank)
     for k in range(1, steps + 1):
         with meter.step(k):
             with meter.phase("data"):
-                x = torch.randn(8, 64, generator=g)
+                x = torch.randn(64, 256, generator=g)
             with meter.phase("forward"):
                 loss = model(x).square().mean()
             if hcg.rank == sleep_rank:
