@@ -214,7 +214,8 @@ def train(model, opt, data: torch.Tensor, args, hcg: parallel.HybridGroup, *, pr
                     with meter.phase("optimizer"):
                         opt.step()  # clips at 1.0 first
                         opt.zero_grad()
-            losses.append(global_mean(loss, hcg))
+                losses.append(global_mean(loss, hcg))
+                meter.loss(losses[-1])
             if bar:
                 done = step + 1 - first
                 bar.set_postfix(loss=f"{losses[-1]:.3f}", tok_s=f"{args.batch_size * args.seq_len * done / (time.perf_counter() - start):,.0f}")

@@ -230,8 +230,9 @@ def train(cfg: Config, hcg: parallel.HybridGroup, *, progress: bool = False, tra
                             replicas = f"ok@{step + 1}" if parallel.check_replicas(model) else "none"
                         opt.step()
                         opt.zero_grad()
+                losses.append(global_mean(loss, hcg))
+                meter.loss(losses[-1])
             scheduler.step()
-            losses.append(global_mean(loss, hcg))
             if profiler:
                 profiler.step()
             if bar:

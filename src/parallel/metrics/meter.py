@@ -67,6 +67,7 @@ class Meter:
                     loss.backward()
                 with meter.phase("optimizer"):
                     opt.step()
+                meter.loss(loss.item())
         meter.close()
     """
 
@@ -92,6 +93,8 @@ class Meter:
         # A PipelineModel whose strategy times its stages (pp_configs.enable_timer or profiling).
         self._stages = getattr(model, "timer", None) if hasattr(model, "stage_ids") else None
         self._profile = self._stages is not None and hcg.resolved.pipeline.profiling
+        last = hcg.resolved.pipeline.pp_rank_of(hcg.resolved.pipeline.num_stages - 1) if hcg.pp_size > 1 else 0
+        self._holds_last_stage = float(hcg.pp_rank == last)
         self._folder: Path | None = None
         self._window = torch.zeros(self._width(), dtype=torch.float64)
         self._phase_open: str | None = None
@@ -113,7 +116,14 @@ class Meter:
     # seconds, each optimizer part's seconds, each pipeline part's (summed over the window's steps; memory: the
     # window's peak).
     def _width(self) -> int:
-        return 5 + len(self.phases) + len(_OPTIMIZER_PARTS) + len(_PIPELINE_PARTS)
+        return 5 + len(self.phases) + len(_OPTIMIZER_PARTS) + len(_PIPELINE_PARTS) + 3  # + loss sum, losses, last stage
+
+    def loss(self, value: float) -> None:
+        """This step's loss as this rank knows it; the log shows the mean since the last log of a rank that holds the
+        model's last pipeline stage (where the loss is computed; any rank without a pipeline)."""
+        w = self._window
+        w[-3] += float(value)
+        w[-2] += 1
 
     @contextmanager
     def step(self, k: int) -> Iterator[None]:
@@ -163,6 +173,7 @@ class Meter:
         used, held = peak_memory(self.device)
         reset_peak_memory(self.device)
         self._window[3], self._window[4] = used, held
+        self._window[-1] = self._holds_last_stage
         rows = _gather(self._window)
         self._window.zero_()
         record = self._record(k, rows)
@@ -188,8 +199,11 @@ class Meter:
         flops = self.flops_per_token * self.tokens_per_step / slowest / world if slowest > 0 else 0.0
         phases = {name: (rows[:, 5 + i] / n).tolist() for i, name in enumerate(self.phases)}
         base = 5 + len(self.phases)
+        # The loss of the first rank that holds the last stage and was told one (None when no rank was).
+        told = [r for r in range(world) if rows[r, -1] > 0 and rows[r, -2] > 0]
+        loss = float(rows[told[0], -3] / rows[told[0], -2]) if told else None
         record: dict[str, Any] = {
-            "step": k, "steps": int(rows[0, 0]),
+            "step": k, "steps": int(rows[0, 0]), "loss": loss,
             "step_seconds": {"min": min(step), "min_rank": step.index(min(step)), "max": slowest,
                              "max_rank": step.index(slowest)},
             "tokens_per_second_per_device": self.tokens_per_step / slowest / world if slowest > 0 else 0.0,
@@ -281,7 +295,8 @@ def line(record: dict[str, Any]) -> str:
     waits = max(range(len(wait)), key=wait.__getitem__)
     mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops'] / 1e12:,.0f} TFLOP/s" if record["mfu"] is not None else ""
     straggler = f", straggler: rank {record['straggler']}" if record["straggler"] is not None else ""
-    return (f"metrics step {record['step']}: {s['max']:.3f} s/step (min {s['min']:.3f} rank {s['min_rank']}, max "
+    loss = f"loss {record['loss']:.4f}, " if record.get("loss") is not None else ""
+    return (f"metrics step {record['step']}: {loss}{s['max']:.3f} s/step (min {s['min']:.3f} rank {s['min_rank']}, max "
             f"rank {s['max_rank']}), {record['tokens_per_second_per_device']:,.0f} tok/s/device, "
             f"{record['tflops_per_device']:.3g} TFLOP/s/device{mfu}, wait {wait[waits]:.3f} s (rank {waits}), peak "
             f"memory {mem[top] / 2**30:.2f} GiB (rank {top}){straggler}")

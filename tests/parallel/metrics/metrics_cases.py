@@ -98,11 +98,15 @@ def pipeline(text: str, out: str, sleep: float) -> dict:
     meter = parallel.Meter(hcg, model, tokens_per_step=4 * 16, seq_len=16, out=out, phases=("pipeline",),
                            echo=lambda s: None)
     ids = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(0))
+    losses = []
     for k in (1, 2):
-        with meter.step(k), meter.phase("pipeline"):
-            model.train_batch((ids, ids), opt)
+        with meter.step(k):
+            with meter.phase("pipeline"):
+                losses.append(model.train_batch((ids, ids), opt))
+            meter.loss(losses[-1] if model.last else 999.0)  # the log must show the last stage's
     meter.close()
-    return {"pp_rank": hcg.pp_rank, "last": meter.last, "events": [tuple(e) for e in model.timer.events]}
+    return {"pp_rank": hcg.pp_rank, "last": meter.last, "events": [tuple(e) for e in model.timer.events],
+            "loss": losses[-1]}
 
 
 def out_of_memory(out: str) -> str:

@@ -130,6 +130,7 @@ def test_pipeline_timers_see_the_slow_stage_and_the_wait_and_the_timeline_has_ev
             f'accumulate_steps: 4 micro_batch_size: 1 schedule_mode: "{schedule}" }} metrics_configs {{ log_interval: 1 }}')
     ranks = pools(2).run(cases.pipeline, text, str(tmp_path), 0.05, timeout=120)
     stages = ranks[0]["last"]["per_rank"]["pipeline"]
+    assert ranks[0]["last"]["loss"] == pytest.approx(ranks[1]["loss"])  # the last stage's, on the rank that logs
     assert stages["forward"][1] >= 0.2, stages  # stage 1: 4 micro-batches of 50 ms
     assert stages["wait"][0] >= 0.15, stages  # stage 0 waits for it
     trace = json.loads((tmp_path / "pipeline_timeline.json").read_text())
