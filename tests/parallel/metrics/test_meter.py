@@ -53,11 +53,12 @@ def _hand_mfu(seq: int) -> float:
 
 
 @pytest.mark.parametrize("layout", ["", "hybrid_configs { mp_degree: 2 }", "hybrid_configs { sharding_degree: 2 }",
-                                    "hybrid_configs { pp_degree: 2 } pipeline_configs { accumulate_steps: 2 }"],
-                         ids=["one", "mp2", "sharding2", "pp2"])
+                                    "hybrid_configs { pp_degree: 2 } pipeline_configs { accumulate_steps: 2 }",
+                                    "hybrid_configs { mp_degree: 2 sharding_degree: 2 }"],
+                         ids=["one", "mp2", "sharding2", "pp2", "mp2-sharding2"])
 def test_mfu_is_the_whole_models_at_every_layout(pools, layout):
     text = layout + " metrics_configs { log_interval: 1 peak_flops: 1e12 }"
-    world = 1 if not layout else 2
+    world = 1 if not layout else 4 if "mp_degree: 2 sharding" in layout else 2
     for r in pools(world).run(cases.mfu, text, 16, timeout=120):
         assert r["mfu"] * r["world"] == pytest.approx(_hand_mfu(16), rel=1e-9)
 
