@@ -17,35 +17,31 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..tensor import is_sharded
+from ..tensor import VocabParallelEmbedding, is_sharded
 from ..topology import HybridGroup
 from ..topology.experts_mark import expert_block
 
 __all__ = ["attention_shape", "flops_per_token", "matmul_parameters"]
 
-_LOOKUPS: tuple[type, ...] = (nn.Embedding, nn.EmbeddingBag)
-
-
-def _is_lookup(module: nn.Module) -> bool:
-    from ..tensor import VocabParallelEmbedding
-
-    return isinstance(module, (*_LOOKUPS, VocabParallelEmbedding))
+_LOOKUPS: tuple[type, ...] = (nn.Embedding, nn.EmbeddingBag, VocabParallelEmbedding)
 
 
 def matmul_parameters(model: nn.Module, hcg: HybridGroup) -> tuple[float, float]:
     """(dense, expert) parameters of the whole model that take part in a matmul, from this rank's share: one
     all-reduce over the pp group (a stage's weights are its own) when pp_degree > 1."""
-    in_matmuls: dict[int, Any] = {}
-    for module in model.modules():
-        if _is_lookup(module):
+    in_matmuls: dict[int, tuple[str, Any]] = {}
+    for module_name, module in model.named_modules():
+        if isinstance(module, _LOOKUPS):
             continue
-        for p in module.parameters(recurse=False):
-            in_matmuls[id(p)] = p
+        for name, p in module.named_parameters(recurse=False):
+            in_matmuls.setdefault(id(p), (f"{module_name}.{name}", p))
     dense = expert = 0.0
-    for p in in_matmuls.values():
+    for name, p in in_matmuls.values():
         block = expert_block(p)
         if block is not None:
             expert += p.numel() * block[0]  # this ep rank's block, of ep_size blocks
+        elif p.dim() == 3 or ".experts." in f".{name}":  # experts not split over ep (as the memory model tells them)
+            expert += p.numel()
         else:
             dense += p.numel() * (hcg.mp_size if is_sharded(p) else 1)  # a DTensor's numel is its whole tensor's
     if hcg.pp_size > 1:
@@ -55,12 +51,17 @@ def matmul_parameters(model: nn.Module, hcg: HybridGroup) -> tuple[float, float]
     return dense, expert
 
 
+def _text_config(model: nn.Module) -> Any:
+    """A Hugging Face model's (text) config, else None."""
+    config: Any = getattr(model, "config", None)
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
 def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
     """(layers, heads, head_dim) from a Hugging Face model's config, else None."""
-    config: Any = getattr(model, "config", None)
+    config = _text_config(model)
     if config is None:
         return None
-    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     try:
         layers, heads, hidden = int(config.num_hidden_layers), int(config.num_attention_heads), int(config.hidden_size)
     except (AttributeError, TypeError):
@@ -70,10 +71,9 @@ def attention_shape(model: nn.Module) -> tuple[int, int, int] | None:
 
 def active_expert_fraction(model: nn.Module) -> float:
     """top_k / experts from a Hugging Face MoE config (1.0 when it names neither: every expert counted)."""
-    config: Any = getattr(model, "config", None)
+    config = _text_config(model)
     if config is None:
         return 1.0
-    config = config.get_text_config() if hasattr(config, "get_text_config") else config
     k = next((getattr(config, n) for n in ("num_experts_per_tok", "moe_k", "moe_topk", "top_k")
               if isinstance(getattr(config, n, None), int)), None)
     e = next((getattr(config, n) for n in ("num_local_experts", "num_experts", "moe_num_experts", "n_routed_experts")

@@ -121,3 +121,14 @@ def out_of_memory(out: str) -> str:
     finally:
         meter.close()
     return "no error"
+
+
+def moe_flops(text: str, kind: str) -> float:
+    """The Meter's FLOPs per token of a small MoE (8 experts, top 2) parallelised under `text`."""
+    from hf_models import moe
+
+    hcg = init(strategy.loads(text))
+    model = parallel.parallelize(moe(kind))
+    meter = parallel.Meter(hcg, model, tokens_per_step=1, seq_len=16, echo=lambda s: None)
+    meter.close()
+    return meter.flops_per_token

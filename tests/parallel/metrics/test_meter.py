@@ -148,3 +148,18 @@ def test_a_step_out_of_memory_writes_the_ranks_snapshot_and_goes_on_failing(pool
     assert pools(1).run(cases.out_of_memory, str(tmp_path), timeout=60) == ["out of memory (a test's)"]
     snapshot = json.loads((tmp_path / "memory_snapshot_rank0.json").read_text())
     assert snapshot["step"] == 3 and snapshot["peak_bytes"] > 2**20
+
+
+@pytest.mark.parametrize("kind", ["qwen3_moe", "mixtral"])
+def test_experts_count_as_far_as_tokens_use_them_with_or_without_expert_parallelism(pools, kind):
+    """6 · (dense weights + experts' · top-k / E) + attention a token, the same at ep 1 and at ep 2."""
+    from hf_models import moe
+
+    model = moe(kind)
+    c = model.config
+    experts = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+    dense = sum(p.numel() for n, p in model.named_parameters() if ".experts." not in n and "embed_tokens" not in n)
+    hand = 6 * (dense + experts * 2 / 8) + 12 * c.num_hidden_layers * c.num_attention_heads * 8 * 16
+    assert pools(1).run(cases.moe_flops, "", kind, timeout=120) == [pytest.approx(hand, rel=1e-9)]
+    assert pools(2).run(cases.moe_flops, "hybrid_configs { dp_degree: 2 ep_degree: 2 }", kind,
+                        timeout=120) == [pytest.approx(hand, rel=1e-9)] * 2
