@@ -3,9 +3,12 @@ step time per rank, tokens/s per device, peak memory per rank."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
+
+from strategy.atomic import write_atomic
 
 __all__ = ["plot_metrics", "read_records"]
 
@@ -47,9 +50,8 @@ def plot_metrics(folder: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     for ax in (axes[0], axes[2]):
         ax.legend()
     fig.tight_layout()
-    target = Path(out)
-    partial = target.with_name(f".{target.name}.partial-{os.getpid()}.png")
-    fig.savefig(partial, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    os.replace(partial, target)
+    write_atomic(out, png.getvalue())
     return True

@@ -3,10 +3,13 @@ Perfetto: a row per stage, every micro-batch's forward and backward an event) an
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
+
+from strategy.atomic import write_atomic
 
 from .timers import Event
 
@@ -30,7 +33,8 @@ def write_timeline(events: Sequence[tuple[int, Event]], folder: str | os.PathLik
     into place; the paths written."""
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
-    written = [_atomic(target / "pipeline_timeline.json", json.dumps({"step": step, **chrome_trace(events)}).encode())]
+    write_atomic(target / "pipeline_timeline.json", json.dumps({"step": step, **chrome_trace(events)}).encode())
+    written = [target / "pipeline_timeline.json"]
     try:
         import matplotlib
 
@@ -48,15 +52,8 @@ def write_timeline(events: Sequence[tuple[int, Event]], folder: str | os.PathLik
     ax.invert_yaxis()
     ax.set(xlabel="ms since the step's schedule began", title=f"pipeline, step {step}")
     fig.tight_layout()
-    partial = target / f".pipeline_timeline.partial-{os.getpid()}.png"
-    fig.savefig(partial, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    os.replace(partial, target / "pipeline_timeline.png")
+    write_atomic(target / "pipeline_timeline.png", png.getvalue())
     return [*written, target / "pipeline_timeline.png"]
-
-
-def _atomic(path: Path, data: bytes) -> Path:
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-    partial.write_bytes(data)
-    os.replace(partial, path)
-    return path
