@@ -33,6 +33,11 @@ PHASES = ("data", "forward", "backward", "optimizer")
 _NOISE = 0.010  # seconds: a straggler is slower than the median by more than this too (timer noise on tiny steps)
 _OPTIMIZER_PARTS = ("reduce", "clip", "update", "sync")
 _PIPELINE_PARTS = ("forward", "backward", "weight", "wait")  # pp_configs.enable_timer: this rank's stages' sums
+# The vector each rank contributes at a log, summed over the window's steps (memory: the window's peak): steps, step
+# seconds, wait seconds, peak used, peak held; then each phase's, optimizer part's and pipeline part's seconds; then
+# the losses' sum and count, and whether the rank holds the last pipeline stage.
+_STEPS, _SECONDS, _WAIT, _USED, _HELD, _PHASES = range(6)  # the phases from _PHASES on
+_LOSS_SUM, _LOSSES, _LAST_STAGE = -3, -2, -1
 
 
 class Meter:
@@ -96,7 +101,9 @@ class Meter:
         last = hcg.resolved.pipeline.pp_rank_of(hcg.resolved.pipeline.num_stages - 1) if hcg.pp_size > 1 else 0
         self._holds_last_stage = float(hcg.pp_rank == last)
         self._folder: Path | None = None
-        self._window = torch.zeros(self._width(), dtype=torch.float64)
+        self._optimizer_at = _PHASES + len(self.phases)  # where the optimizer's parts start in the vector, then the pipeline's
+        self._pipeline_at = self._optimizer_at + len(_OPTIMIZER_PARTS)
+        self._window = torch.zeros(self._pipeline_at + len(_PIPELINE_PARTS) + 3, dtype=torch.float64)
         self._phase_open: str | None = None
         self._jsonl: Path | None = None
         self._tensorboard: Any = None
@@ -112,18 +119,11 @@ class Meter:
         time_collectives(True)
         self._closed = False
 
-    # The vector each rank contributes at a log: steps, step seconds, wait seconds, peak used, peak held, each phase's
-    # seconds, each optimizer part's seconds, each pipeline part's (summed over the window's steps; memory: the
-    # window's peak).
-    def _width(self) -> int:
-        return 5 + len(self.phases) + len(_OPTIMIZER_PARTS) + len(_PIPELINE_PARTS) + 3  # + loss sum, losses, last stage
-
     def loss(self, value: float) -> None:
         """This step's loss as this rank knows it; the log shows the mean since the last log of a rank that holds the
         model's last pipeline stage (where the loss is computed; any rank without a pipeline)."""
-        w = self._window
-        w[-3] += float(value)
-        w[-2] += 1
+        self._window[_LOSS_SUM] += float(value)
+        self._window[_LOSSES] += 1
 
     @contextmanager
     def step(self, k: int) -> Iterator[None]:
@@ -137,17 +137,16 @@ class Meter:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)  # the step's kernels done: wall time is the step's
         w = self._window
-        w[0] += 1
-        w[1] += self.clock() - start
-        w[2] += collective_seconds() - waited
+        w[_STEPS] += 1
+        w[_SECONDS] += self.clock() - start
+        w[_WAIT] += collective_seconds() - waited
         timings = getattr(self.optimizer, "timings", None)
-        base = 5 + len(self.phases)
         if timings:
             for i, part in enumerate(_OPTIMIZER_PARTS):
-                w[base + i] += timings.get(part, 0.0)
+                w[self._optimizer_at + i] += timings.get(part, 0.0)
         if self._stages is not None and self._stages.totals:
             for i, part in enumerate(_PIPELINE_PARTS):
-                w[base + len(_OPTIMIZER_PARTS) + i] += self._stages.totals[part]
+                w[self._pipeline_at + i] += self._stages.totals[part]
         if self.settings.log_interval and k % self.settings.log_interval == 0:
             self._log(k)
 
@@ -166,14 +165,14 @@ class Meter:
         try:
             yield
         finally:
-            self._window[5 + index] += self.clock() - start
+            self._window[_PHASES + index] += self.clock() - start
             self._phase_open = None
 
     def _log(self, k: int) -> None:
         used, held = peak_memory(self.device)
         reset_peak_memory(self.device)
-        self._window[3], self._window[4] = used, held
-        self._window[-1] = self._holds_last_stage
+        self._window[_USED], self._window[_HELD] = used, held
+        self._window[_LAST_STAGE] = self._holds_last_stage
         rows = _gather(self._window)
         self._window.zero_()
         record = self._record(k, rows)
@@ -190,38 +189,38 @@ class Meter:
                 _to_tensorboard(self._tensorboard, record)
 
     def _record(self, k: int, rows: torch.Tensor) -> dict[str, Any]:
-        n = rows[:, 0].clamp(min=1)
-        step = (rows[:, 1] / n).tolist()
-        wait = (rows[:, 2] / n).tolist()
+        n = rows[:, _STEPS].clamp(min=1)
+        step = (rows[:, _SECONDS] / n).tolist()
+        wait = (rows[:, _WAIT] / n).tolist()
         busy = [s - w for s, w in zip(step, wait)]
         slowest = max(step)
         world = len(step)
-        flops = self.flops_per_token * self.tokens_per_step / slowest / world if slowest > 0 else 0.0
-        phases = {name: (rows[:, 5 + i] / n).tolist() for i, name in enumerate(self.phases)}
-        base = 5 + len(self.phases)
+        tokens = self.tokens_per_step / slowest / world if slowest > 0 else 0.0  # per second, per device
+        flops = self.flops_per_token * tokens
+        phases = {name: (rows[:, _PHASES + i] / n).tolist() for i, name in enumerate(self.phases)}
         # The loss of the first rank that holds the last stage and was told one (None when no rank was).
-        told = [r for r in range(world) if rows[r, -1] > 0 and rows[r, -2] > 0]
-        loss = float(rows[told[0], -3] / rows[told[0], -2]) if told else None
+        told = [r for r in range(world) if rows[r, _LAST_STAGE] > 0 and rows[r, _LOSSES] > 0]
+        loss = float(rows[told[0], _LOSS_SUM] / rows[told[0], _LOSSES]) if told else None
         record: dict[str, Any] = {
-            "step": k, "steps": int(rows[0, 0]), "loss": loss,
+            "step": k, "steps": int(rows[0, _STEPS]), "loss": loss,
             "step_seconds": {"min": min(step), "min_rank": step.index(min(step)), "max": slowest,
                              "max_rank": step.index(slowest)},
-            "tokens_per_second_per_device": self.tokens_per_step / slowest / world if slowest > 0 else 0.0,
+            "tokens_per_second_per_device": tokens,
             "tflops_per_device": flops / 1e12, "peak_flops": self.peak_flops,
             "mfu": flops / self.peak_flops if self.peak_flops else None,
             "straggler": _straggler(busy, self.settings.straggler_threshold),
             "per_rank": {"step_seconds": step, "busy_seconds": busy, "wait_seconds": wait,
-                         "memory_peak_bytes": rows[:, 3].tolist(), "memory_reserved_bytes": rows[:, 4].tolist(),
+                         "memory_peak_bytes": rows[:, _USED].tolist(), "memory_reserved_bytes": rows[:, _HELD].tolist(),
                          "phases": phases},
         }
         if getattr(self.optimizer, "timings", None) is not None:
-            record["per_rank"]["optimizer"] = {part: (rows[:, base + i] / n).tolist()
+            record["per_rank"]["optimizer"] = {part: (rows[:, self._optimizer_at + i] / n).tolist()
                                                for i, part in enumerate(_OPTIMIZER_PARTS)}
         if self._stages is not None:
-            at = base + len(_OPTIMIZER_PARTS)
-            record["per_rank"]["pipeline"] = {part: (rows[:, at + i] / n).tolist() for i, part in enumerate(_PIPELINE_PARTS)}
+            record["per_rank"]["pipeline"] = {part: (rows[:, self._pipeline_at + i] / n).tolist()
+                                              for i, part in enumerate(_PIPELINE_PARTS)}
         if self.prediction:
-            measured = {"step_seconds": slowest, "memory_bytes": float(rows[:, 3].max())}
+            measured = {"step_seconds": slowest, "memory_bytes": float(rows[:, _USED].max())}
             record["prediction"] = {key: {"predicted": value, "measured": measured.get(key),
                                           "ratio": measured[key] / value if key in measured and value else None}
                                     for key, value in self.prediction.items()}
