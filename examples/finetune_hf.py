@@ -26,23 +26,13 @@ import torch
 
 import parallel
 import strategy
+from parallel.tune.models import MODEL_TYPES, small_config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_gpt import (PEER_FAILURES, announce_resume, checkpoint_settings, corpus, effective_strategy, global_mean,  # noqa: E402
                        report_peer_failure, start, write_outputs)  # (the same data, messages and outputs)
 
 
-# The small models --model-type builds from a config (random init): sizes shared, each family's own fields. Small released
-# models tie the LM head to the embedding (Qwen2.5-0.5B to 3B, Qwen3-0.6B to 4B, Llama-3.2-1B and 3B): qwen2 and qwen3 do.
-SMALL = dict(vocab_size=256, hidden_size=256, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=4)
-MOE = dict(num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.01)
-MODEL_TYPES: dict[str, tuple[str, dict[str, Any]]] = {
-    "llama": ("LlamaConfig", dict(intermediate_size=688, tie_word_embeddings=False)),
-    "qwen2": ("Qwen2Config", dict(intermediate_size=688, tie_word_embeddings=True)),
-    "qwen3": ("Qwen3Config", dict(intermediate_size=688, head_dim=32, tie_word_embeddings=True)),
-    "qwen3_moe": ("Qwen3MoeConfig", dict(num_experts=8, moe_intermediate_size=128, tie_word_embeddings=False, **MOE)),
-    "mixtral": ("MixtralConfig", dict(num_local_experts=8, intermediate_size=128, tie_word_embeddings=False, **MOE)),
-}
 WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "pytorch_model.bin.index.json")
 
 
@@ -56,8 +46,7 @@ def build_model(model_dir: Path | None, seq_len: int, model_type: str = "llama",
 
     say = report or (lambda line: None)
     if model_dir is None:
-        name, fields = MODEL_TYPES[model_type]
-        config = getattr(transformers, name)(max_position_embeddings=seq_len, **SMALL, **fields)
+        config = small_config(model_type, seq_len)
         torch.manual_seed(0)
         return transformers.AutoModelForCausalLM.from_config(config), lambda text: torch.tensor(list(text.encode("utf-8")))
     if any(next(model_dir.glob(pattern), None) for pattern in WEIGHT_FILES):

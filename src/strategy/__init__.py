@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # what the lazy names below are, for type checkers and editor
     from .formats.io import dump, dumps, from_dict, load, loads, to_dict
     from .planning.estimate import MemoryEstimate, estimate_memory
     from .planning.search import Candidate, CostModel, Plan, plan
+    from .planning.calibration import Calibration, load_calibration
+    from .tuning import Trial, TuneResult, tune
     from .resolution.memory import ModelStateBytes, ModelStateMemory
     from .resolution.resolver import TP_STYLES, resolve
     from .resolution.resolved import Resolved
@@ -51,6 +53,11 @@ _WHERE = {
     "CostModel": ".planning.search",
     "Plan": ".planning.search",
     "plan": ".planning.search",
+    "Calibration": ".planning.calibration",
+    "load_calibration": ".planning.calibration",
+    "Trial": ".tuning",
+    "TuneResult": ".tuning",
+    "tune": ".tuning",
     "estimate_memory": ".planning.estimate",
     "ModelStateBytes": ".resolution.memory",
     "ModelStateMemory": ".resolution.memory",
@@ -102,6 +109,11 @@ __all__ = [
     "explain",
     "estimate_memory",
     "plan",
+    "tune",
+    "Calibration",
+    "load_calibration",
+    "Trial",
+    "TuneResult",
     "explanation",
     "import_config",
     "from_dict",

@@ -60,6 +60,8 @@ class Meter:
         sinks: callables given each record on rank 0 (a W&B or accelerate tracker's log, say).
         clock: the time source (seconds); injectable for tests.
         echo: prints rank 0's line.
+        interval: log every this many steps instead of metrics_configs.log_interval (a trial of `strategy tune`
+            logs every step: its stopping rule reads each step's slowest rank).
 
     Example::
 
@@ -81,7 +83,7 @@ class Meter:
                  attention: tuple[int, int, int] | None = None, flops_per_token: float | None = None,
                  optimizer: Any = None, prediction: Mapping[str, float] | None = None,
                  sinks: Sequence[Callable[[dict[str, Any]], None]] = (), clock: Callable[[], float] = time.perf_counter,
-                 echo: Callable[[str], None] = print) -> None:
+                 echo: Callable[[str], None] = print, interval: int | None = None) -> None:
         if len(set(phases)) != len(phases):
             raise ValueError(f"phases {list(phases)} name one twice")
         settings = hcg.resolved.metrics
@@ -94,6 +96,9 @@ class Meter:
                                 else count_flops(model, hcg, seq_len=seq_len, attention=attention))
         amp = hcg.resolved.amp
         self.peak_flops = settings.peak_flops or device_peak_flops(self.device, amp.dtype if amp.enabled else None)
+        self.interval = settings.log_interval if interval is None else interval
+        if self.interval < 0:
+            raise ValueError(f"interval must be >= 0 (0: never log), got {self.interval}")
         self.last: dict[str, Any] | None = None  # the last log's record
         # A PipelineModel whose strategy times its stages (pp_configs.enable_timer or profiling).
         self._stages = getattr(model, "timer", None) if hasattr(model, "stage_ids") else None
@@ -147,7 +152,7 @@ class Meter:
         if self._stages is not None and self._stages.totals:
             for i, part in enumerate(_PIPELINE_PARTS):
                 w[self._pipeline_at + i] += self._stages.totals[part]
-        if self.settings.log_interval and k % self.settings.log_interval == 0:
+        if self.interval and k % self.interval == 0:
             self._log(k)
 
     @contextmanager

@@ -19,12 +19,12 @@ from .common import HelpFormatter, warn_to_stderr
 __all__ = ["main"]
 
 # The modules of this package that register commands, in the order `strategy --help` lists them.
-_MODULES = ("convert", "check", "generate", "fmt", "import_cmd", "plan_cmd")
+_MODULES = ("convert", "check", "generate", "fmt", "import_cmd", "plan_cmd", "tune_cmd")
 # Each built-in command's module: a run imports and registers only the one it needs (argparse's parsers and the
 # modules' imports cost more than the command itself); help and unknown commands register them all.
 _BUILTIN = {"convert": "convert", "diff": "convert", "validate": "check", "resolve": "check", "explain": "check",
             "schema": "generate", "docs": "generate", "defaults": "generate", "migrate-env": "generate", "fmt": "fmt",
-            "import": "import_cmd", "plan": "plan_cmd"}
+            "import": "import_cmd", "plan": "plan_cmd", "tune": "tune_cmd"}
 
 
 def _parser(argv: Sequence[str]) -> argparse.ArgumentParser:

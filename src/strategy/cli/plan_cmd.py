@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a GPU's bandwidth to a GPU of its node (default 450: NVLink 4, 900 GB/s both ways)")
     p.add_argument("--inter-node-gbps", type=float, default=50.0, metavar="GB/s",
                    help="a GPU's bandwidth to another node (default 50: one 400 Gb/s InfiniBand NDR port per GPU)")
+    p.add_argument("--calibration", type=Path, metavar="FILE",
+                   help="rank with a calibration `strategy tune` fitted (its calibration.json): its measured constants "
+                        "replace the four above, and its coefficients weigh each term of the step time")
     p.add_argument("--write", type=Path, metavar="DIR", help="write each candidate as DIR/candidate-K.prototxt")
     p.add_argument("--json", action="store_true", help="one JSON document: candidates, cut, message")
     p.set_defaults(run=_plan)
@@ -63,11 +66,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _plan(args: argparse.Namespace) -> int:
     from ..planning.search import CostModel, plan, print_progress
 
-    cost = CostModel(args.peak_tflops * 1e12, args.utilisation, args.intra_node_gbps * 1e9, args.inter_node_gbps * 1e9)
+    cost = CostModel(peak_flops=args.peak_tflops * 1e12, utilisation=args.utilisation,
+                     intra_node_bandwidth=args.intra_node_gbps * 1e9, inter_node_bandwidth=args.inter_node_gbps * 1e9)
     try:
+        calibration = None
+        if args.calibration:
+            from ..planning.calibration import load_calibration
+
+            calibration = load_calibration(args.calibration)
         result = plan(args.model, gpus=args.gpus, gpu_memory=args.gpu_memory, seq_len=args.seq_len,
                       global_batch=args.global_batch, gpus_per_node=args.gpus_per_node, top=args.top,
-                      headroom=args.headroom, cost=cost, progress=print_progress if sys.stderr.isatty() else None)
+                      headroom=args.headroom, cost=cost, progress=print_progress if sys.stderr.isatty() else None,
+                      calibration=calibration)
     except (OSError, ValueError) as e:
         print(f"strategy plan: {e}", file=sys.stderr)
         return 2

@@ -21,7 +21,14 @@ The cost model (every constant a parameter; the defaults an H100 SXM node's):
   the hidden state per micro-batch and stage boundary each way; sep four all-to-alls a layer each way; cp an
   all-gather of keys and values a layer forward and a reduce-scatter backward; ep two all-to-alls of the routed
   tokens a sparse layer each way;
-- the pipeline bubble: (pp − 1) / micro-batches more time, as 1F1B and GPipe have.
+- the calls themselves: `layer_seconds` (100 µs) for each decoder layer's forward and backward in each micro-batch,
+  whatever its size (launches and dispatch: smaller micro-batches cost more calls for the same work);
+- the optimizer's update: the model states a rank holds, read and written, over `memory_bandwidth` (2 TB/s);
+- the pipeline bubble: (pp − 1) / micro-batches more time, as 1F1B and GPipe have;
+- a step's fixed cost `step_seconds` (0).
+
+Each term is kept apart (`Candidate.terms`): `strategy tune` measures trials on the machine and fits a coefficient per
+term (`planning.calibration`), and `plan(calibration=...)` ranks with them.
 """
 
 # Annotations stay evaluated (no `from __future__ import annotations`): see resolution/layout.py.
@@ -32,13 +39,16 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..resolution.settings import PipelineSettings
 from .estimate import MemoryEstimate, estimate_memory
 from .shapes import ModelShape, model_shape
 
-__all__ = ["Candidate", "CostModel", "Plan", "plan"]
+if TYPE_CHECKING:
+    from .calibration import Calibration
+
+__all__ = ["Candidate", "CostModel", "Plan", "TERMS", "plan", "step_terms"]
 
 GIB = 1024 ** 3
 NEAR_MEMORY = 1.25  # a layout cut for memory is worth showing when it needs at most this times the usable memory
@@ -53,6 +63,9 @@ class CostModel:
     utilisation: float = 0.4
     intra_node_bandwidth: float = 450e9
     inter_node_bandwidth: float = 50e9
+    memory_bandwidth: float = 2.0e12  # what an optimizer update streams: 60% of the H100's 3.35 TB/s HBM3
+    layer_seconds: float = 1e-4  # a decoder layer's forward and backward call, whatever its size (kernel launches)
+    step_seconds: float = 0.0  # a step's fixed cost (data, the optimizer's per-tensor calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,12 +82,13 @@ class Candidate:
     step_seconds: float
     tokens_per_second_per_gpu: float
     text: str
+    terms: dict[str, float] = field(default_factory=dict)  # step_seconds by term, before calibration (`step_terms`)
 
     def as_dict(self) -> dict[str, Any]:
         return {"degrees": self.degrees, "sharding_stage": self.stage, "recompute": self.recompute,
                 "micro_batch_size": self.micro_batch_size, "accumulate_steps": self.accumulate_steps,
                 "schedule": self.schedule, "memory": self.memory.as_dict(), "step_seconds": self.step_seconds,
-                "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu, "strategy": self.text}
+                "tokens_per_second_per_gpu": self.tokens_per_second_per_gpu, "terms": self.terms, "strategy": self.text}
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,15 +126,19 @@ def _faster(near: dict[tuple[int, ...], dict[str, Any]], degrees: dict[str, int]
 
 def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: float, seq_len: int,
          global_batch: int, gpus_per_node: int = 8, top: int = 5, headroom: float = 0.1,
-         cost: CostModel = CostModel(), progress: Callable[[int], None] | None = None) -> Plan:
+         cost: CostModel = CostModel(), progress: Callable[[int], None] | None = None,
+         calibration: "Calibration | None" = None) -> Plan:
     """The strategies for `model` (a Hugging Face config dict or config.json path) on `gpus` GPUs of `gpu_memory`
     bytes (less `headroom`), `global_batch` sequences of `seq_len` tokens a step; the `top` fastest, and the faster
-    layouts that were cut for something a user can change (see `Plan`).
+    layouts that were cut for something a user can change (see `Plan`). With a `calibration` (`strategy tune`'s fit
+    on this machine), its cost constants replace `cost` and its coefficients weigh each term of the step time.
 
     Raises:
         ValueError: numbers that cannot describe a cluster or a batch.
     """
     shape = model if isinstance(model, ModelShape) else model_shape(model)
+    if calibration is not None:
+        cost = calibration.cost
     _check_arguments(gpus=gpus, gpu_memory=gpu_memory, seq_len=seq_len, global_batch=global_batch,
                      gpus_per_node=gpus_per_node, top=top, headroom=headroom, cost=cost)
     search = _Search(top=top, budget=gpu_memory * (1 - headroom), global_batch=global_batch, progress=progress)
@@ -142,9 +160,10 @@ def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: 
             steps = rows // mbs
             layout = _layout(degrees, stage, recompute, mbs, steps)
             memory = estimate_memory(shape, layout, seq_len=seq_len, micro_batch_size=mbs)
-            seconds = _step_seconds(shape, degrees, layout, seq_len, batch, gpus, gpus_per_node, cost, steps)
+            terms = step_terms(shape, degrees, layout, memory, seq_len, batch, gpus, gpus_per_node, cost, steps)
+            seconds = calibration.predict(terms) if calibration is not None else sum(terms.values())
             search.weigh(degrees, stage, recompute, mbs, steps, layout.pipeline.schedule, batch, memory, seconds,
-                         tokens=batch * seq_len / seconds / gpus)
+                         tokens=batch * seq_len / seconds / gpus, terms=terms)
     kept = [_with_text(c, seq_len, gpus) for c in sorted(search.kept, key=lambda c: c.step_seconds)[:top]]
     fastest = kept[0].tokens_per_second_per_gpu if kept else 0.0
     best_cut = sorted((c for c in search.near.values() if c["tokens_per_second_per_gpu"] > fastest),
@@ -163,9 +182,12 @@ def _check_arguments(*, gpus: int, gpu_memory: float, seq_len: int, global_batch
             raise ValueError(f"{name} must be a positive whole number, got {value!r}")
     if not gpu_memory > 0 or not 0 <= headroom < 1:
         raise ValueError("gpu_memory must be positive and headroom in [0, 1)")
-    for name in ("peak_flops", "utilisation", "intra_node_bandwidth", "inter_node_bandwidth"):
+    for name in ("peak_flops", "utilisation", "intra_node_bandwidth", "inter_node_bandwidth", "memory_bandwidth"):
         if not getattr(cost, name) > 0:
             raise ValueError(f"the cost model's {name} must be positive, got {getattr(cost, name)!r}")
+    for name in ("layer_seconds", "step_seconds"):
+        if not getattr(cost, name) >= 0:
+            raise ValueError(f"the cost model's {name} must be >= 0, got {getattr(cost, name)!r}")
 
 
 class _Search:
@@ -181,7 +203,7 @@ class _Search:
         self.searched = 0
 
     def weigh(self, degrees: dict[str, int], stage: int, recompute: bool, mbs: int, steps: int, schedule: str,
-              batch: int, memory: MemoryEstimate, seconds: float, *, tokens: float) -> None:
+              batch: int, memory: MemoryEstimate, seconds: float, *, tokens: float, terms: dict[str, float]) -> None:
         """One layout at one stage, recompute and micro-batch size: kept when it fits at the global batch asked
         for; else remembered as a cut when a user can make it fit (and it beats the one kept for its degrees)."""
         budget, global_batch = self.budget, self.global_batch
@@ -196,7 +218,8 @@ class _Search:
             if memory.total < self.least[0]:
                 self.least = (memory.total, memory)
             if memory.total <= budget:
-                self.kept.append(Candidate(degrees, stage, recompute, mbs, steps, schedule, memory, seconds, tokens, ""))
+                self.kept.append(Candidate(degrees, stage, recompute, mbs, steps, schedule, memory, seconds, tokens, "",
+                                           terms))
                 if len(self.kept) > 4 * self.top:
                     self.kept = sorted(self.kept, key=lambda c: c.step_seconds)[:self.top]
                 return
@@ -272,10 +295,19 @@ def _spans_nodes(d: dict[str, int], axis: str, per_node: int) -> bool:
     return inner * d[axis] > per_node
 
 
-def _step_seconds(shape: ModelShape, d: dict[str, int], layout: Any, seq_len: int, global_batch: int, gpus: int,
-                  per_node: int, cost: CostModel, steps: int) -> float:
+TERMS = ("compute", "mp", "dp", "sharding", "pp", "sep", "cp", "ep", "layers", "optimizer", "bubble", "step")
+
+
+def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: MemoryEstimate, seq_len: int,
+               global_batch: int, gpus: int, per_node: int, cost: CostModel, steps: int) -> dict[str, float]:
+    """A step's seconds on one rank, by term (`TERMS`; their sum is the prediction before calibration): the compute,
+    each axis's communication (not overlapped: a calibration's coefficient below 1 is the share hidden), the calls'
+    own cost (`layer_seconds` a decoder layer and micro-batch: why larger micro-batches are faster on one GPU too),
+    the optimizer's update (the model states streamed twice over `memory_bandwidth`), the pipeline bubble, and a
+    step's fixed cost."""
     tokens = global_batch * seq_len
-    flops = 6 * shape.active_parameters * tokens * (4 / 3 if layout.recompute.enabled else 1)
+    recompute = 4 / 3 if layout.recompute.enabled else 1  # one more forward
+    flops = 6 * shape.active_parameters * tokens * recompute
     compute = flops / (gpus * cost.peak_flops * cost.utilisation)
 
     def bw(axis: str) -> float:
@@ -286,39 +318,42 @@ def _step_seconds(shape: ModelShape, d: dict[str, int], layout: Any, seq_len: in
     local_tokens = mbs * seq_len / (d["sep"] * d["cp"])  # a micro-batch's tokens on one rank
     layers = shape.layers / d["pp"]
     micro = steps  # micro-batches a step
-    comm = 0.0
+    comm = dict.fromkeys(("mp", "dp", "sharding", "pp", "sep", "cp", "ep"), 0.0)
     if d["mp"] > 1:
         per = 2 * (d["mp"] - 1) / d["mp"] * local_tokens * h * low
-        comm += 4 * layers * micro * per / bw("mp")
+        comm["mp"] = 4 * layers * micro * per / bw("mp")
     # a rank's weights: the dense ones split by mp and pp, its block of experts (reduced over the ranks holding it)
     params = (shape.parameters - shape.expert_parameters) / (d["mp"] * d["pp"]) + shape.expert_parameters / (
         d["ep"] * d["pp"])
     if d["dp"] > 1:
-        comm += 2 * (d["dp"] - 1) / d["dp"] * params / d["sharding"] * low / bw("dp")
+        comm["dp"] = 2 * (d["dp"] - 1) / d["dp"] * params / d["sharding"] * low / bw("dp")
     if d["sharding"] > 1:  # every micro-step gathers the weights (twice at stage 3); gradients reduce in fp32, at
         n = d["sharding"]  # stages 2-3 every micro-step, at stage 1 once a step
         stage3 = layout.sharding.stage == 3
         gathers = micro * (2 if stage3 else 1)
         reduces = micro if layout.sharding.stage >= 2 else 1
-        comm += (gathers * low + reduces * 4) * (n - 1) / n * params / bw("sharding")
+        comm["sharding"] = (gathers * low + reduces * 4) * (n - 1) / n * params / bw("sharding")
     if d["pp"] > 1:
-        comm += 2 * 2 * micro * local_tokens * h * low / bw("pp")
+        comm["pp"] = 2 * 2 * micro * local_tokens * h * low / bw("pp")
     if d["sep"] > 1:
-        comm += 8 * layers * micro * (d["sep"] - 1) / d["sep"] * local_tokens * h * low / bw("sep")
+        comm["sep"] = 8 * layers * micro * (d["sep"] - 1) / d["sep"] * local_tokens * h * low / bw("sep")
     if d["cp"] > 1:
         kv = 2 * shape.kv_heads / d["mp"] * shape.head_dim * mbs * seq_len * low
-        comm += 2 * layers * micro * (d["cp"] - 1) / d["cp"] * kv / bw("cp")
+        comm["cp"] = 2 * layers * micro * (d["cp"] - 1) / d["cp"] * kv / bw("cp")
     if d["ep"] > 1 and shape.sparse_layers:
         routed = shape.top_k * local_tokens * h * low
-        comm += 4 * shape.sparse_layers / d["pp"] * micro * (d["ep"] - 1) / d["ep"] * routed / (
+        comm["ep"] = 4 * shape.sparse_layers / d["pp"] * micro * (d["ep"] - 1) / d["ep"] * routed / (
             cost.inter_node_bandwidth if d["ep"] > per_node else cost.intra_node_bandwidth)  # ep: the innermost
-    bubble = (d["pp"] - 1) / micro if d["pp"] > 1 else 0.0
-    return (compute + comm) * (1 + bubble)
+    calls = micro * (layers + 1) * recompute * cost.layer_seconds  # (+1: the embedding, head and loss)
+    update = 2 * memory.model_states / cost.memory_bandwidth
+    bubble = (d["pp"] - 1) / micro * (compute + sum(comm.values()) + calls) if d["pp"] > 1 else 0.0
+    return {"compute": compute, **comm, "layers": calls, "optimizer": update, "bubble": bubble,
+            "step": cost.step_seconds}
 
 
 def _with_text(c: Candidate, seq_len: int, gpus: int) -> Candidate:
     return Candidate(c.degrees, c.stage, c.recompute, c.micro_batch_size, c.accumulate_steps, c.schedule, c.memory,
-                     c.step_seconds, c.tokens_per_second_per_gpu, strategy_text(c, seq_len, gpus))
+                     c.step_seconds, c.tokens_per_second_per_gpu, strategy_text(c, seq_len, gpus), c.terms)
 
 
 def strategy_text(c: Candidate, seq_len: int, gpus: int) -> str:

@@ -4,14 +4,11 @@ live saved tensors, through saved-tensor hooks), next to `strategy.estimate_memo
 
 from __future__ import annotations
 
-import weakref
-
 import torch
-from torch.autograd.graph import saved_tensors_hooks
 
 import parallel
 import strategy
-from parallel.topology.dtensors import local
+from parallel.metrics.saved import saved_activations, state_bytes
 from rank_helpers import init
 
 SEQ, ROWS = 32, 2
@@ -45,94 +42,10 @@ def _model(kind: str):
     return transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.for_model(**config(kind)))
 
 
-class _Meter:
-    """The bytes of the tensors autograd holds for backward, live at once: each storage counted once while any saved
-    tensor of it is alive, parameters left out. What it packs it holds detached: keeping the tensor itself (with its
-    grad_fn) would make a reference cycle through the graph, keeping graphs alive that autograd had freed (torch's
-    saved-tensor hooks docs warn of it: a pipeline's shape-inference step stayed alive for the whole run)."""
-
-    def __init__(self, model) -> None:
-        self.model = model
-        self.count: dict[int, int] = {}
-        self.live = self.peak = 0
-
-    def pack(self, t: torch.Tensor):
-        s = t.untyped_storage()
-        ptr = s.data_ptr()
-        # (asked each time: FSDP2's gathered weights are the modules' parameters while their block runs)
-        params = {local(p).untyped_storage().data_ptr() for p in self.model.parameters()}
-        if ptr in params or s.nbytes() == 0:
-            return t
-        if not self.count.get(ptr):
-            self.live += s.nbytes()
-            self.peak = max(self.peak, self.live)
-        self.count[ptr] = self.count.get(ptr, 0) + 1
-        holder = _Holder(t.detach())
-        weakref.finalize(holder, self._release, ptr, s.nbytes())
-        return holder
-
-    def _release(self, ptr: int, nbytes: int) -> None:
-        self.count[ptr] -= 1
-        if not self.count[ptr]:
-            self.live -= nbytes
-
-    @staticmethod
-    def unpack(x):
-        return x.t if isinstance(x, _Holder) else x
-
-
-class _Holder:
-    __slots__ = ("t", "__weakref__")
-
-    def __init__(self, t: torch.Tensor) -> None:
-        self.t = t
-
-
-def _bytes(tensors) -> int:
-    seen: dict[int, int] = {}
-    for t in tensors:
-        if t is not None:
-            s = local(t).untyped_storage()
-            seen[s.data_ptr()] = s.nbytes()
-    return sum(seen.values())
-
-
-class _Recomputed:
-    """Recompute's peak as a rank holds it. A checkpointed block's inputs reach the outer meter (checkpoint saves them
-    with save_for_backward); its own saved tensors live inside torch.utils.checkpoint, out of the outer hooks' reach.
-    When the backward recomputes a block, the rank holds what the outer meter holds then (every block input not yet
-    consumed, the embeddings'; the logits and loss are freed by then) plus that block's saved tensors, counted here by
-    running one block's forward once more under a meter of its own."""
-
-    def __init__(self, meter: _Meter) -> None:
-        self.meter, self.layer, self.peak = meter, 0, 0
-
-    def __call__(self, fn, *args, **kwargs):
-        from torch.utils.checkpoint import checkpoint
-
-        if not self.layer:
-            one = _Meter(self.meter.model)
-            with saved_tensors_hooks(one.pack, one.unpack):
-                held = fn(*args, **kwargs)
-            self.layer = one.peak
-            del held
-        calls = 0
-
-        def counted(*a, **k):
-            nonlocal calls
-            calls += 1
-            if calls > 1:  # the recomputation, in the backward
-                self.peak = max(self.peak, self.meter.live + self.layer)
-            return fn(*a, **k)
-
-        return checkpoint(counted, *args, **kwargs)
-
-
 def measure(kind: str, text: str, *, norm_cast: bool = True) -> dict:
     """One step of a small `kind` model under `text`; the measured and estimated bytes of this rank. `norm_cast` False
     leaves out cast_for_amp's cast of a norm's output to its input's dtype (bench/plan.py's comparison)."""
     import parallel.training.amp as amp
-    import parallel.training.recompute as recompute
 
     if not norm_cast:
         amp._output_as_input, kept = (lambda module, args, output: output), amp._output_as_input
@@ -147,10 +60,7 @@ def measure(kind: str, text: str, *, norm_cast: bool = True) -> dict:
     rows = hcg.resolved.pipeline.micro_batch_size * hcg.resolved.pipeline.accumulate_steps if hcg.pp_size > 1 else ROWS
     g = torch.Generator().manual_seed(hcg.data_rank)
     ids = torch.randint(0, 128, (rows, SEQ), generator=g)
-    meter = _Meter(whole)
-    blocks = _Recomputed(meter)
-    recompute.checkpoint, plain = blocks, recompute.checkpoint  # type: ignore[assignment]
-    with saved_tensors_hooks(meter.pack, meter.unpack):
+    with saved_activations(whole) as saved:
         if hcg.pp_size > 1:
             model.train_batch((ids, ids), opt)
         else:
@@ -158,17 +68,7 @@ def measure(kind: str, text: str, *, norm_cast: bool = True) -> dict:
                 loss = model(**parallel.split_sequence({"input_ids": ids, "labels": ids}, hcg=hcg)).loss
             loss.backward()
             opt.step()
-    recompute.checkpoint = plain
-    params = list(whole.parameters())
-    measured = {
-        "parameters": _bytes(params),
-        # the masters' too: under pure amp the fp32 copy of a gradient must not outlive the update
-        "gradients": _bytes([getattr(p, "main_grad", None) for p in params] + [p.grad for p in params]
-                            + [m.grad for m in getattr(opt, "_master", {}).values()]),
-        "optimizer": _bytes([v for s in opt.optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
-                            + list(getattr(opt, "_master", {}).values())),
-        "activations": max(meter.peak, blocks.peak),
-    }
+    measured = {**state_bytes(whole, opt), "activations": saved.peak}
     estimate = strategy.estimate_memory(config(kind), hcg.resolved, seq_len=SEQ,
                                         micro_batch_size=hcg.resolved.pipeline.micro_batch_size if hcg.pp_size > 1
                                         else ROWS)
@@ -177,4 +77,4 @@ def measure(kind: str, text: str, *, norm_cast: bool = True) -> dict:
     return {"measured": measured,
             "estimated": {"parameters": mine.parameters, "gradients": mine.gradients, "optimizer": mine.optimizer,
                           "activations": sum(items.values())},
-            "items": items, "forward": meter.peak, "recompute": blocks.peak, "layer": blocks.layer}
+            "items": items, "forward": saved.forward, "recompute": saved.recompute, "layer": saved.layer}

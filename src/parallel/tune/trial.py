@@ -1,0 +1,212 @@
+"""One trial of `strategy tune`: a few training steps of a model under one strategy, timed and measured, on every rank
+of the launcher (torchrun). Rank 0 writes OUT/trial.json:
+
+    {"status": "ok" | "cut" | "oom" | "error", "step_seconds": median of the timed steps (each the slowest rank's),
+     "steps": [every timed step's seconds], "warmup": n, "memory": {"peak_bytes": the largest rank's, "per_rank": [...],
+     "estimate_bytes": estimate_memory's total, "parts": this rank's measured parts}, "error": "...", "seconds": wall}
+
+Steps: `--warmup` steps (the first measures memory: the activations saved for backward through saved-tensor hooks,
+and the model states after the update, as `strategy.estimate_memory` counts them; on CUDA the allocator's peak is
+taken as well), then timed steps until the median of the last three is within `--tolerance` of the median of all
+(and at least `--min-steps`), or `--max-steps`. A timed step slower than `--cut-seconds` ends the trial as "cut" (the
+tuner passes a multiple of its best step so far). Every rank takes the same decisions: they read the step time the
+Meter gathers from all ranks.
+
+`STRATEGY_TUNE_INJECT` (e.g. "oom@3,hang@5") makes trial number `STRATEGY_TUNE_TRIAL` fail on purpose: "oom" raises
+torch.OutOfMemoryError in its first timed step on rank 0, "hang" sleeps there (the peers wait in their collectives),
+"error" raises a RuntimeError. The tuner's tests use it; nothing else does.
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 -m parallel.tune.trial \
+        --strategy candidate.prototxt --model llama --seq-len 128 --global-batch 8 --out trial
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+INJECT_ENV, TRIAL_ENV = "STRATEGY_TUNE_INJECT", "STRATEGY_TUNE_TRIAL"
+OOM_EXIT = 3  # the exit status of a rank that ran out of memory (the tuner reads trial.json or oom_rankR.json first)
+
+
+def injected() -> str | None:
+    """The failure this trial is to inject ("oom", "hang", "error"), or None."""
+    spec, trial = os.environ.get(INJECT_ENV, ""), os.environ.get(TRIAL_ENV)
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        kind, _, at = item.partition("@")
+        if kind not in ("oom", "hang", "error"):
+            raise ValueError(f"{INJECT_ENV}: {item!r}: expected oom@K, hang@K or error@K")
+        if at == trial:
+            return kind
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--strategy", required=True)
+    p.add_argument("--model", required=True, help="a small model's type (llama, qwen3_moe, ...), a directory holding "
+                   "config.json, or a config.json")
+    p.add_argument("--seq-len", type=int, required=True)
+    p.add_argument("--global-batch", type=int, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--min-steps", type=int, default=3)
+    p.add_argument("--max-steps", type=int, default=10)
+    p.add_argument("--tolerance", type=float, default=0.03)
+    p.add_argument("--cut-seconds", type=float, default=0.0, help="a timed step slower than this ends the trial (0: never)")
+    args = p.parse_args(argv)
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
+    started = time.perf_counter()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rank = int(os.environ.get("RANK", "0"))
+    try:
+        result = run(args)
+    except torch.OutOfMemoryError as e:
+        _write(args.out / f"oom_rank{rank}.json", {"status": "oom", "error": str(e).splitlines()[0] if str(e) else "OOM"})
+        print(f"rank {rank}: out of memory: {e}", file=sys.stderr, flush=True)
+        os._exit(OOM_EXIT)  # the peers wait in a collective: the launcher ends them
+    except Exception as e:  # noqa: BLE001 - a trial's failure is its result
+        if rank == 0:
+            _write(args.out / "trial.json", {"status": "error", "error": f"{type(e).__name__}: {e}",
+                                             "traceback": traceback.format_exc()[-4000:],
+                                             "seconds": time.perf_counter() - started})
+        raise
+    if rank == 0:
+        _write(args.out / "trial.json", {**result, "seconds": time.perf_counter() - started})
+    import parallel
+
+    parallel.destroy()
+    return 0
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import parallel
+    import strategy
+
+    from ..metrics.saved import saved_activations, state_bytes
+    from .models import build
+
+    failure = injected()
+    hcg = parallel.init(args.strategy)
+    resolved = hcg.resolved
+    if args.global_batch % hcg.data_size:
+        raise ValueError(f"the global batch {args.global_batch} does not divide over {hcg.data_size} data ranks")
+    rows = args.global_batch // hcg.data_size
+    model = build(args.model, args.seq_len)
+    config = model.config.to_dict()
+    vocab = model.config.vocab_size
+    model = parallel.parallelize(model)
+    whole = model.module if hcg.pp_size > 1 else model
+    parallel.cast_for_amp(whole)
+    if resolved.mp.fused_linear_param_grad_add:
+        parallel.add_main_grad(whole)
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0),
+                                           max_grad_norm=1.0)
+    if hcg.pp_size > 1:
+        micro, merge = resolved.pipeline.micro_batch_size, 1
+    else:
+        merge = resolved.gradient_merge.k_steps
+        micro = rows // merge
+    estimate = strategy.estimate_memory(config, resolved, seq_len=args.seq_len, micro_batch_size=micro)
+
+    def step(k: int) -> None:
+        gen = torch.Generator().manual_seed(k * 1000 + hcg.data_rank)
+        ids = torch.randint(0, vocab, (rows, args.seq_len), generator=gen)
+        opt.zero_grad()  # the last step's gradients freed here, not after it: they are held until then
+        if hcg.pp_size > 1:
+            with parallel.autocast():
+                model.train_batch((ids, ids), opt)
+            return
+        for part in ids.split(micro):  # gradient merge: the optimizer steps at the last of them
+            piece = parallel.split_sequence({"input_ids": part, "labels": part}, hcg=hcg)
+            with parallel.autocast():
+                loss = model(**piece).loss
+            opt.scale(loss).backward()
+            opt.step()
+
+    device = next(whole.parameters()).device
+    with saved_activations(whole) as saved:
+        step(0)
+    parts = {**state_bytes(whole, opt), "activations": saved.peak}
+    mine = float(sum(parts.values()))
+    if device.type == "cuda":
+        mine = max(mine, float(torch.cuda.max_memory_allocated(device)))
+    per_rank = _gather_floats(mine)
+    for k in range(1, args.warmup):
+        step(k)
+    meter = parallel.Meter(hcg, model, tokens_per_step=args.global_batch * args.seq_len, seq_len=args.seq_len,
+                           echo=lambda line: None, interval=1)
+    times: list[float] = []
+    status = "ok"
+    try:
+        for k in range(args.warmup, args.warmup + args.max_steps):
+            with meter.step(k):
+                if failure and k == args.warmup and hcg.rank == 0:
+                    _fail(failure)
+                step(k)
+            assert meter.last is not None
+            times.append(meter.last["step_seconds"]["max"])
+            if args.cut_seconds and times[-1] > args.cut_seconds:
+                status = "cut"
+                break
+            if len(times) >= max(3, args.min_steps) and _stable(times, args.tolerance):
+                break
+    finally:
+        meter.close()
+    return {"status": status, "step_seconds": statistics.median(times), "steps": times, "warmup": args.warmup,
+            "world_size": hcg.world_size, "tflops_per_device": meter.last["tflops_per_device"] if meter.last else None,
+            "memory": {"peak_bytes": max(per_rank), "per_rank": per_rank, "estimate_bytes": _comparable(estimate, device),
+                       "estimate_total_bytes": estimate.total, "parts_rank0": parts}}
+
+
+def _comparable(estimate: Any, device: torch.device) -> float:
+    """The estimate of what was measured, for the largest stage: on CUDA the allocator's peak, everything; on a CPU
+    the model states and the saved activations, without FSDP2's gathered weights (transient, and parameters: the
+    saved-tensor count leaves them out, as tests/strategy/planning does)."""
+    if device.type == "cuda":
+        return float(estimate.total)
+    return max(s.total - sum(v for k, v in s.items.items() if k.startswith("gathered")) for s in estimate.stages)
+
+
+def _stable(times: list[float], tolerance: float) -> bool:
+    """The median of the last three steps within `tolerance` of the median of all."""
+    whole, last = statistics.median(times), statistics.median(times[-3:])
+    return abs(last - whole) <= tolerance * whole
+
+
+def _fail(kind: str) -> None:
+    if kind == "oom":
+        raise torch.OutOfMemoryError(f"injected by {INJECT_ENV} (trial {os.environ.get(TRIAL_ENV)})")
+    if kind == "hang":
+        while True:
+            time.sleep(3600)
+    raise RuntimeError(f"injected by {INJECT_ENV} (trial {os.environ.get(TRIAL_ENV)})")
+
+
+def _gather_floats(value: float) -> list[float]:
+    """`value` of every rank, by rank."""
+    if not dist.is_initialized():
+        return [value]
+    out = [torch.zeros(1, dtype=torch.float64) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, torch.tensor([value], dtype=torch.float64))
+    return [float(t) for t in out]
+
+
+def _write(path: Path, record: dict[str, Any]) -> None:
+    from strategy.atomic import write_atomic
+
+    write_atomic(path, (json.dumps(record, indent=1) + "\n").encode())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,424 @@
+"""`strategy.tune`: the plan checked by short trial runs on the machines it is for, its time model calibrated from
+them, the rest re-ranked, until no layout left can beat the best measured (or the budget is spent).
+
+1. The device probe runs under the launcher (`parallel.tune.probe`): this machine's matmul FLOP/s, all-reduce
+   bandwidth, memory bandwidth and per-call cost become the cost model's constants, its memory the budget.
+2. `plan` lists every layout that fits in memory, each with its predicted step time by term.
+3. The shortlist: the `top` fastest predicted, and the fastest of each family (the axes above 1, and the sharding
+   stage), so that a bias of the model against one axis cannot hide a family.
+4. Each trial (`parallel.tune.trial` under the launcher, or the user's command) runs warm-up steps, then timed steps
+   until the median is stable; ok / oom / timeout / error / cut (a step slower than `cut` times the best so far).
+5. After each trial the model's terms are fitted to every measured step (`planning.calibration.fit`) and every
+   layout re-ranked. After the shortlist, the fastest predicted unmeasured layout runs next, while its prediction,
+   less the fit's largest error on the trials so far, beats the best measured.
+Each trial is appended to history.jsonl when it starts and ends; a rerun reuses what ended and retries once what was
+interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..planning.calibration import Calibration, fit, mape
+from ..planning.search import Candidate, CostModel, plan
+from . import launch
+from .history import History, context_key, trial_key
+
+__all__ = ["Trial", "TuneResult", "tune", "family"]
+
+STATUSES = ("ok", "oom", "timeout", "error", "cut")
+
+
+@dataclass
+class Trial:
+    """One candidate, and what its trial measured (`status` "" while unmeasured)."""
+
+    candidate: Candidate
+    key: str
+    family: str
+    number: int = 0
+    status: str = ""
+    step_seconds: float | None = None
+    memory_bytes: float | None = None
+    estimate_bytes: float | None = None  # estimate_memory's figure for what the trial measured (see trial.json)
+    predicted: float = 0.0  # the calibrated prediction when it was chosen (or now, for the unmeasured)
+    uncalibrated: float = 0.0
+    wall_seconds: float = 0.0
+    error: str = ""
+    reused: bool = False  # from the history of an earlier run
+
+    @property
+    def measured(self) -> bool:
+        return self.status in ("ok", "cut") and self.step_seconds is not None
+
+    def describe(self) -> str:
+        c = self.candidate
+        stage = f" stage {c.stage}" if c.degrees["sharding"] > 1 else ""
+        return (f"{self.family}{stage}, micro-batch {c.micro_batch_size}×{c.accumulate_steps}, recompute "
+                f"{'on' if c.recompute else 'off'}")
+
+
+@dataclass
+class TuneResult:
+    """The trials in the order they ran (reused ones included), the best, the calibration, the table, the files
+    written and why the tune stopped."""
+
+    trials: list[Trial]
+    best: Trial | None
+    calibration: Calibration
+    table: str
+    stopped: str
+    out: Path
+    voided: dict[str, str] = field(default_factory=dict)
+    candidates: list[Trial] = field(default_factory=list)  # every layout that fits, with its final prediction
+
+
+def family(c: Candidate) -> str:
+    """The axes above 1 ("dp" when none is), and ZeRO's stage when sharding: what a layout is made of."""
+    axes = [a for a in ("dp", "mp", "pp", "sharding", "sep", "cp", "ep") if c.degrees[a] > 1]
+    return "×".join(f"{a}{c.degrees[a]}" for a in axes) or "single"
+
+
+def tune(model: str | os.PathLike[str], *, world_size: int, seq_len: int, global_batch: int,
+         out: str | os.PathLike[str], max_trials: int = 12, budget_seconds: float | None = None, top: int = 3,
+         trial_timeout: float = 300.0, launcher: Sequence[str] | str | None = None, command: str | None = None,
+         gpus_per_node: int | None = None, warmup: int = 2, max_steps: int = 10, tolerance: float = 0.03,
+         cut: float = 2.0, headroom: float = 0.1, env: Mapping[str, str] | None = None,
+         progress: Callable[[str], None] | None = print, bar: bool | None = None) -> TuneResult:
+    """Tune the strategy of `model` (a small model's type, "llama", "qwen3_moe", ...; a Hugging Face directory holding
+    config.json; or a config.json) on `world_size` ranks, `global_batch` sequences of `seq_len` tokens a step.
+
+    Args:
+        out: the tune's directory: history.jsonl, the probe, each trial's files and log, tune.md (the table),
+            best.prototxt and calibration.json. A rerun into the same directory goes on from its history.
+        max_trials: trials to run at most (those reused from the history count too).
+        budget_seconds: wall-clock seconds to spend at most (a trial is not started past it).
+        top: the fastest predicted layouts on the shortlist, beside the best of each family.
+        trial_timeout: seconds a trial may take before its whole process tree is ended ("timeout").
+        launcher: the command that starts the ranks, before `-m parallel.tune.trial ...` (a list, or a string split
+            as a shell would); default `python -m torch.distributed.run --standalone --nproc-per-node=N`. For
+            several nodes, torchrun's rendezvous arguments.
+        command: instead of the built-in trial runner, a user's training command; "{strategy}", "{out}" and
+            "{trial}" are replaced by the candidate's file, the trial's directory and its number. The script reads
+            --strategy and reports through `parallel.Meter` (metrics_rank0.jsonl under {out}).
+        cut: a trial's step slower than this times the best measured step ends it as "cut".
+        env: the environment of the trials (default: this process's).
+        progress: called with each line of progress (None: silent); `bar` shows an overall bar (default: on a TTY).
+
+    Raises:
+        ValueError: arguments that cannot describe a tune, or a probe that failed (its log named).
+    """
+    for name, value in (("world_size", world_size), ("seq_len", seq_len), ("global_batch", global_batch),
+                        ("max_trials", max_trials), ("top", top), ("max_steps", max_steps)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if not cut > 1:
+        raise ValueError(f"cut must be above 1 (a multiple of the best step), got {cut!r}")
+    started = time.monotonic()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda line: None)
+    prefix = shlex.split(launcher) if isinstance(launcher, str) else list(launcher or launch.default_launcher(world_size))
+    environment = dict(os.environ if env is None else env)
+    probe = _probe(model, seq_len, out / "probe", prefix, environment, trial_timeout, say)
+    config = json.loads((out / "probe" / "config.json").read_text())
+    context = {"model": f"{config.get('model_type', '?')}:{context_key(config)[:16]}", "seq_len": seq_len,
+               "global_batch": global_batch, "world_size": world_size, "device": probe["device"],
+               "torch": probe["torch"]}
+    if command:
+        context["runner"] = command
+    history = History.open(out / "history.jsonl", context)
+    if history.voided:
+        say(f"history: {len(history.voided)} entries of another context left out "
+            f"({'; '.join(sorted(set(history.voided.values())))})")
+    cost = cost_model(probe, world_size)
+    found = plan(str(out / "probe" / "config.json"), gpus=world_size, gpu_memory=probe["memory_bytes"], seq_len=seq_len,
+                 global_batch=global_batch, gpus_per_node=gpus_per_node or world_size, top=10 ** 6, headroom=headroom,
+                 cost=cost)
+    if not found.candidates:
+        raise ValueError(f"nothing to tune: {found.message}")
+    trials = [Trial(c, trial_key(c.text, context), family(c), predicted=c.step_seconds, uncalibrated=c.step_seconds)
+              for c in found.candidates]
+    shortlist = _shortlist(trials, top)
+    state = _State(trials, cost, context)
+    ran: list[Trial] = []
+    stopped = ""
+    show = _Bar(max_trials, sys.stderr.isatty() if bar is None else bar)
+    say(f"tune: {len(trials)} layouts fit ({probe['device']}, {world_size} ranks); shortlist of {len(shortlist)}: "
+        f"the {top} fastest predicted and the fastest of each family ({', '.join(sorted({t.family for t in shortlist}))})")
+    while True:
+        if len(ran) >= max_trials:
+            stopped = f"the trial budget ({max_trials}) is spent"
+            break
+        if budget_seconds is not None and time.monotonic() - started >= budget_seconds:
+            stopped = f"the time budget ({budget_seconds:.0f} s) is spent"
+            break
+        pending = [t for t in shortlist if not t.status]
+        nxt, why_stop = state.next(pending)
+        if nxt is None:
+            stopped = why_stop
+            break
+        nxt.number = len(ran) + 1
+        _measure(nxt, history, out, prefix, command, environment, state, seq_len=seq_len, global_batch=global_batch,
+                 model=out / "probe" / "config.json", timeout=trial_timeout, warmup=warmup, max_steps=max_steps,
+                 tolerance=tolerance, cut=cut)
+        ran.append(nxt)
+        state.refit()
+        say(show.line(nxt, state))
+        show.update(len(ran), state)
+    show.close()
+    best = state.best()
+    result = TuneResult(ran, best, state.calibration, "", stopped, out, dict(history.voided),
+                        sorted(trials, key=lambda t: t.predicted))
+    result.table = table(result)
+    _write_outputs(result, world_size, seq_len, say)
+    return result
+
+
+def cost_model(probe: Mapping[str, Any], world_size: int) -> CostModel:
+    """The cost constants of the probed machine: its matmul FLOP/s at full use (utilisation 1: the fit scales it),
+    its all-reduce bandwidth within and across nodes (one figure: the probe ran where the trials run), its memory
+    bandwidth and per-call cost."""
+    bandwidth = probe.get("bandwidth") or 1e9  # (one rank: no communication to measure, none to predict)
+    return CostModel(peak_flops=float(probe["matmul_flops"]), utilisation=1.0, intra_node_bandwidth=float(bandwidth),
+                     inter_node_bandwidth=float(bandwidth), memory_bandwidth=float(probe["memory_bandwidth"]),
+                     layer_seconds=float(probe["layer_seconds"]), step_seconds=0.0)
+
+
+def _probe(model: str | os.PathLike[str], seq_len: int, folder: Path, prefix: list[str], env: dict[str, str],
+           timeout: float, say: Callable[[str], None]) -> dict[str, Any]:
+    """The device probe's figures, measured now (they are the context the history is keyed by)."""
+    say("tune: probing the device (matmul, all-reduce, memory bandwidth, a layer's call)")
+    command = [*prefix, "-m", "parallel.tune.probe", "--model", str(Path(model).resolve()) if Path(model).exists()
+               else str(model), "--seq-len", str(seq_len), "--out", str(folder.resolve())]
+    outcome = launch.run(command, cwd=folder, log=folder / "probe.log", timeout=timeout, env=env)
+    found = folder / "probe.json"
+    if outcome.returncode != 0 or not found.exists():
+        raise ValueError(f"the device probe failed ({outcome.status}: {outcome.error.strip()[-600:]}); its log: "
+                         f"{folder / 'probe.log'}")
+    probe = json.loads(found.read_text())
+    say(f"tune: {probe['device']}: matmul {probe['matmul_flops'] / 1e12:.2f} TFLOP/s a rank, all-reduce "
+        f"{(probe.get('bandwidth') or 0) / 1e9:.2f} GB/s, memory {probe['memory_bandwidth'] / 1e9:.1f} GB/s, "
+        f"a layer's call {probe['layer_seconds'] * 1e3:.2f} ms, {probe['memory_bytes'] / 2 ** 30:.1f} GiB a rank")
+    return probe
+
+
+def _shortlist(trials: list[Trial], top: int) -> list[Trial]:
+    """The `top` fastest predicted, and the fastest predicted of each family (fastest first)."""
+    chosen = {id(t): t for t in trials[:top]}
+    seen: set[str] = set()
+    for t in trials:  # (fastest first)
+        name = t.family + (f"/stage{t.candidate.stage}" if t.candidate.degrees["sharding"] > 1 else "")
+        if name not in seen:
+            seen.add(name)
+            chosen.setdefault(id(t), t)
+    return sorted(chosen.values(), key=lambda t: t.predicted)
+
+
+class _State:
+    """The trials measured so far, the calibration fitted to them and every layout's prediction under it."""
+
+    def __init__(self, trials: list[Trial], cost: CostModel, context: dict[str, Any]) -> None:
+        self.trials, self.cost, self.context = trials, cost, context
+        self.calibration = fit([], cost, context=context)
+        self.error = 1.0  # the fit's largest relative error on the measured trials (1: nothing known yet)
+
+    def measured(self) -> list[Trial]:
+        return [t for t in self.trials if t.measured]
+
+    def best(self) -> Trial | None:
+        ok = [t for t in self.trials if t.status == "ok" and t.step_seconds is not None]
+        return min(ok, key=lambda t: t.step_seconds or math.inf, default=None)
+
+    def refit(self) -> None:
+        rows = [(t.candidate.terms, t.step_seconds) for t in self.measured() if t.step_seconds]
+        self.calibration = fit(rows, self.cost, context=self.context)
+        for t in self.trials:
+            t.predicted = self.calibration.predict(t.candidate.terms) if rows else t.uncalibrated
+        if rows:
+            self.error = max(abs(self.calibration.predict(terms) - y) / y for terms, y in rows)
+
+    def next(self, pending: list[Trial]) -> tuple[Trial | None, str]:
+        """The next trial: the fastest predicted of the shortlist's pending ones, then the fastest predicted of all
+        unmeasured layouts while it can beat the best measured; else None and why the tune stops."""
+        if pending:
+            return min(pending, key=lambda t: t.predicted), ""
+        best = self.best()
+        left = [t for t in self.trials if not t.status]
+        if not left:
+            return None, "every layout that fits is measured"
+        nxt = min(left, key=lambda t: t.predicted)
+        if best is None:
+            return nxt, ""
+        margin = max(0.03, min(self.error, 0.5))
+        if nxt.predicted * (1 - margin) >= (best.step_seconds or 0):
+            return None, (f"no unmeasured layout can beat the best measured ({best.step_seconds:.3f} s): the fastest "
+                          f"predicted left is {nxt.predicted:.3f} s, less the fit's error of {margin:.0%}")
+        return nxt, ""
+
+
+def _measure(t: Trial, history: History, out: Path, prefix: list[str], command: str | None, env: dict[str, str],
+             state: _State, *, seq_len: int, global_batch: int, model: Path, timeout: float, warmup: int,
+             max_steps: int, tolerance: float, cut: float) -> None:
+    """Run (or reuse from the history) the trial of `t`, filling in its status and figures."""
+    c = t.candidate
+    done = history.finished(t.key)
+    if done is not None:
+        _fill(t, done["result"])
+        t.reused = True
+        return
+    if history.interrupted(t.key) >= 2:  # it started twice and never ended: what killed the tune may be this trial
+        result: dict[str, Any] = {"status": "error", "wall_seconds": 0.0, "estimate_bytes": c.memory.total,
+                                  "error": "interrupted twice (the tune was killed during it each time): not retried"}
+        _fill(t, result)
+        history.end(t.key, t.number, result)
+        return
+    layout = {"degrees": c.degrees, "sharding_stage": c.stage, "recompute": c.recompute,
+              "micro_batch_size": c.micro_batch_size, "accumulate_steps": c.accumulate_steps, "schedule": c.schedule,
+              "family": t.family}
+    history.start(t.key, t.number, c.text, layout, {"step_seconds": t.predicted, "uncalibrated_step_seconds":
+                                                    t.uncalibrated, "memory_bytes": c.memory.total, "terms": c.terms})
+    best = state.best()
+    folder = out / "trials" / t.key[:12]
+    result = run_trial(c, folder, prefix, command, env, number=t.number, model=model, seq_len=seq_len,
+                       global_batch=global_batch, timeout=timeout, warmup=warmup, max_steps=max_steps,
+                       tolerance=tolerance, cut_seconds=cut * best.step_seconds if best and best.step_seconds else 0.0)
+    result["log"] = str((folder / "log.txt").relative_to(out))
+    _fill(t, result)
+    history.end(t.key, t.number, result)
+
+
+def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | None, env: Mapping[str, str], *,
+              number: int, model: Path, seq_len: int, global_batch: int, timeout: float, warmup: int = 2,
+              max_steps: int = 10, tolerance: float = 0.03, cut_seconds: float = 0.0) -> dict[str, Any]:
+    """One trial of `c` in `folder` (its strategy file, trial.json and log.txt): the result record the history keeps
+    (the schema's `result`)."""
+    from ..atomic import write_atomic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    strategy_file = folder / "strategy.prototxt"
+    write_atomic(strategy_file, c.text.encode())
+    if command:
+        argv = shlex.split(command.format(strategy=strategy_file.resolve(), out=folder.resolve(), trial=number))
+    else:
+        argv = [*prefix, "-m", "parallel.tune.trial", "--strategy", str(strategy_file.resolve()),
+                "--model", str(model.resolve()), "--seq-len", str(seq_len), "--global-batch", str(global_batch),
+                "--out", str(folder.resolve()), "--warmup", str(warmup), "--max-steps", str(max_steps),
+                "--tolerance", str(tolerance), "--cut-seconds", f"{cut_seconds:.6f}"]
+    outcome = launch.run(argv, cwd=folder, log=folder / "log.txt", timeout=timeout,
+                         env={**env, "STRATEGY_TUNE_TRIAL": str(number)})
+    memory = outcome.result.get("memory") or {}
+    result = {"status": outcome.status, "step_seconds": outcome.result.get("step_seconds"),
+              "steps": outcome.result.get("steps", []), "memory_bytes": memory.get("peak_bytes"),
+              "estimate_bytes": memory.get("estimate_bytes", c.memory.total), "wall_seconds": outcome.wall_seconds}
+    if outcome.error:
+        result["error"] = outcome.error.strip()[-1500:]
+    return result
+
+
+def _fill(t: Trial, result: Mapping[str, Any]) -> None:
+    t.status = result["status"]
+    t.step_seconds = result.get("step_seconds") if t.status in ("ok", "cut") else None
+    t.memory_bytes = result.get("memory_bytes")
+    t.estimate_bytes = result.get("estimate_bytes")
+    t.wall_seconds = float(result.get("wall_seconds", 0.0))
+    t.error = result.get("error", "")
+
+
+class _Bar:
+    """The overall bar: trials run of the budget, the best so far (tqdm on a terminal; nothing elsewhere)."""
+
+    def __init__(self, total: int, shown: bool) -> None:
+        self.total, self.bar = total, None
+        if shown:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="tune", unit="trial", dynamic_ncols=True, file=sys.stderr)
+
+    def line(self, t: Trial, state: _State) -> str:
+        c = t.candidate
+        head = f"[{t.number:>2}/{self.total}] {t.status or '?':7s} {t.describe()}"
+        if t.reused:
+            head += " (from the history)"
+        if t.measured:
+            error = (t.step_seconds - t.uncalibrated) / t.uncalibrated if t.uncalibrated else 0.0  # type: ignore[operator]
+            memory = ""
+            estimate = t.estimate_bytes or c.memory.total
+            if t.memory_bytes:
+                memory = (f", memory {t.memory_bytes / 2 ** 20:.1f} MiB (estimate {estimate / 2 ** 20:.1f}, "
+                          f"{(estimate - t.memory_bytes) / t.memory_bytes:+.1%})")
+            return f"{head}: {t.step_seconds:.3f} s/step (predicted {t.uncalibrated:.3f} s, {error:+.0%}){memory}"
+        return f"{head}: {t.error.splitlines()[-1][:200] if t.error else ''}"
+
+    def update(self, done: int, state: _State) -> None:
+        if self.bar is not None:
+            best = state.best()
+            self.bar.n = done
+            self.bar.set_postfix_str(f"best {best.step_seconds:.3f} s (trial {best.number})" if best else "no best yet")
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def table(result: TuneResult) -> str:
+    """The trials as a Markdown table: measured against predicted step time (before calibration, and by the final
+    calibration) and memory, with the errors."""
+    rows = ["| # | layout | status | step s | predicted s (error) | calibrated s (error) | memory MiB | estimate MiB "
+            "(error) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    for t in result.trials:
+        c = t.candidate
+        final = result.calibration.predict(c.terms)
+        if t.measured:
+            y = t.step_seconds or 0.0
+            cells = [f"{y:.3f}", f"{t.uncalibrated:.3f} ({(t.uncalibrated - y) / y:+.0%})", f"{final:.3f} ({(final - y) / y:+.0%})"]
+        else:
+            cells = ["—", f"{t.uncalibrated:.3f}", f"{final:.3f}"]
+        est = (t.estimate_bytes or c.memory.total) / 2 ** 20
+        if t.memory_bytes:
+            mem = [f"{t.memory_bytes / 2 ** 20:.1f}", f"{est:.1f} ({(est * 2 ** 20 - t.memory_bytes) / t.memory_bytes:+.1%})"]
+        else:
+            mem = ["—", f"{est:.1f}"]
+        best = " **best**" if result.best is t else ""
+        rows.append(f"| {t.number} | {t.describe()}{best} | {t.status} | " + " | ".join(cells + mem) + " |")
+    measured = [t for t in result.trials if t.measured and t.step_seconds]
+    lines = rows
+    if measured:
+        times = [t.step_seconds or 0.0 for t in measured]
+        lines = [*rows, "", f"Mean absolute error on the {len(measured)} measured trials: before calibration "
+                 f"{mape([t.uncalibrated for t in measured], times):.1%}, after "
+                 f"{mape([result.calibration.predict(t.candidate.terms) for t in measured], times):.1%}. Stopped: "
+                 f"{result.stopped}."]
+    return "\n".join(lines)
+
+
+def _write_outputs(result: TuneResult, world_size: int, seq_len: int, say: Callable[[str], None]) -> None:
+    """tune.md, calibration.json and best.prototxt (validated strictly at the world size first), each atomically."""
+    from .. import loads, resolve
+    from ..atomic import write_atomic
+
+    out = result.out
+    result.calibration.save(out / "calibration.json")
+    write_atomic(out / "tune.md", (f"# strategy tune\n\n{result.table}\n").encode())
+    say(result.table)
+    best = result.best
+    if best is None:
+        say(f"tune: no trial succeeded ({result.stopped}); see {out / 'history.jsonl'}")
+        return
+    path = out / "best.prototxt"
+    head = (f"# strategy tune: the fastest of {len(result.trials)} trials on {world_size} ranks, {seq_len} tokens a "
+            f"sequence: {best.step_seconds:.4f} s a step measured\n")
+    resolve(loads(best.candidate.text), world_size=world_size)  # strict, at the world size: what a run will load
+    write_atomic(path, (head + best.candidate.text).encode())
+    say(f"tune: best {best.describe()}, {best.step_seconds:.3f} s a step (trial {best.number}); wrote {path}, "
+        f"{out / 'calibration.json'} (strategy plan --calibration) and {out / 'tune.md'}")
