@@ -10,7 +10,7 @@ PROTOC = $(PY) -m grpc_tools.protoc -Iproto --include_source_info \
 	--python_out=$(1) --pyi_out=$(1) --descriptor_set_out=$(1)/distributed_strategy.desc $(PROTOS) && \
 	sed -i -E 's/^import ([a-z_]+_pb2) as /from . import \1 as /' $(1)/*_pb2.py $(1)/*_pb2.pyi
 
-.PHONY: install proto proto-check docs lint test test-long test-transformers test-zoo demo bench bench-gpu fuzz clean
+.PHONY: install proto proto-check docs lint test test-long test-transformers test-zoo demo bench bench-gpu bench-tune fuzz clean
 
 install: $(STAMP)
 
@@ -106,6 +106,11 @@ bench: $(STAMP)
 	$(PY) -m pip install --quiet accelerate
 	@for b in $(BENCHES); do echo "== bench/$$b.py"; $(PY) bench/$$b.py || exit 1; echo; done
 	$(PY) bench/config_load.py
+
+# strategy tune against the ground truth: every layout that fits measured 3 times, 5 tunes, the baselines (about an
+# hour and a half on 2 CPUs; bench/results/tune.json).
+bench-tune: $(STAMP)
+	$(PY) bench/tune.py
 
 # The same on a CUDA machine: NCCL, CUDA events, bf16 weights with fp32 main_grad.
 bench-gpu: $(STAMP)

@@ -54,7 +54,7 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
     probe = _probe(model, SEQ, work / "probe", prefix, env, 300, lambda line: None)
     config = str(work / "probe" / "config.json")
     cands = plan(config, gpus=WORLD, gpu_memory=probe["memory_bytes"], seq_len=SEQ, global_batch=BATCH,
-                 gpus_per_node=WORLD, top=10 ** 6, cost=cost_model(probe, WORLD)).candidates
+                 gpus_per_node=WORLD, top=10 ** 6, cost=cost_model(probe)).candidates
     times: dict[tuple, list[float]] = {ident(c): [] for c in cands}
     memory: dict[tuple, tuple[float, float]] = {}
     pass_seconds: list[float] = []

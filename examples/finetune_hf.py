@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import sys
 import time
-from typing import Any, Callable
+from typing import Callable
 from pathlib import Path
 
 import torch

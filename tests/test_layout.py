@@ -22,11 +22,11 @@ class Package(NamedTuple):
 PACKAGES = {
     "parallel": Package(Path(parallel.__file__).parent,
                         ("topology", "tensor", "sharding", "pipeline", "sep", "cp", "experts", "training", "checkpoint",
-                         "compose", "metrics"),
+                         "compose", "metrics", "tune"),
                         ("blocks", "introspect")),
     # formats above resolution: a loaded file is resolved, resolution never reads a file.
     "strategy": Package(Path(strategy.__file__).parent, ("schema", "resolution", "planning", "formats", "importers",
-                                                         "cli"),
+                                                         "tuning", "cli"),
                         ("errors", "atomic", "notes"), ("__main__",)),
 }
 ROOT = PACKAGES["parallel"].root  # what the helpers below read; each test sets it to the package it checks

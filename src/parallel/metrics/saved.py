@@ -137,12 +137,11 @@ def state_bytes(model: nn.Module, optimizer: Any) -> dict[str, int]:
     `main_grad` buffers and the fp32 masters' gradients, which must not outlive the update under pure amp); the
     optimizer's state tensors with the fp32 masters (`optimizer`: a HybridParallelOptimizer or a torch optimizer)."""
     params = list(model.parameters())
-    masters = getattr(optimizer, "_master", {})
-    inner = getattr(optimizer, "optimizer", optimizer)
+    masters = [m for m in map(getattr(optimizer, "master_weight", lambda p: None), params) if m is not None]
     return {
         "parameters": storage_bytes(params),
         "gradients": storage_bytes([getattr(p, "main_grad", None) for p in params] + [p.grad for p in params]
-                                   + [m.grad for m in masters.values()]),
-        "optimizer": storage_bytes([v for s in inner.state.values() for v in s.values() if torch.is_tensor(v)]
-                                   + list(masters.values())),
+                                   + [m.grad for m in masters]),
+        "optimizer": storage_bytes([v for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v)]
+                                   + masters),
     }

@@ -90,70 +90,97 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    import parallel
-    import strategy
-
-    from ..metrics.saved import saved_activations, state_bytes
-    from .models import build
-
+    """The trial: memory on the first step, the other warm-up steps, then the timed ones; trial.json's fields."""
     failure = injected()
-    hcg = parallel.init(args.strategy)
-    resolved = hcg.resolved
-    if args.global_batch % hcg.data_size:
-        raise ValueError(f"the global batch {args.global_batch} does not divide over {hcg.data_size} data ranks")
-    rows = args.global_batch // hcg.data_size
-    model = build(args.model, args.seq_len)
-    config = model.config.to_dict()
-    vocab = model.config.vocab_size
-    model = parallel.parallelize(model)
-    whole = model.module if hcg.pp_size > 1 else model
-    parallel.cast_for_amp(whole)
-    if resolved.mp.fused_linear_param_grad_add:
-        parallel.add_main_grad(whole)
-    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0),
-                                           max_grad_norm=1.0)
-    if hcg.pp_size > 1:
-        micro, merge = resolved.pipeline.micro_batch_size, 1
-    else:
-        merge = resolved.gradient_merge.k_steps
-        micro = rows // merge
-    estimate = strategy.estimate_memory(config, resolved, seq_len=args.seq_len, micro_batch_size=micro)
+    training = _Training(args)
+    memory = _memory(training)
+    for k in range(1, args.warmup):
+        training.step(k)
+    status, times, last = _timed_steps(training, args, failure)
+    return {"status": status, "step_seconds": statistics.median(times), "steps": times, "warmup": args.warmup,
+            "world_size": training.hcg.world_size, "tflops_per_device": last["tflops_per_device"] if last else None,
+            "memory": memory}
 
-    def step(k: int) -> None:
+
+class _Training:
+    """The strategy's groups, the parallelised model and its optimizer; `step(k)` trains on global batch k (random
+    tokens, seeded by k and the data rank), in micro-batches as the strategy says (a pipeline's schedule, or gradient
+    merge)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        import parallel
+        import strategy
+
+        from .models import build
+
+        self.hcg = hcg = parallel.init(args.strategy)
+        resolved = hcg.resolved
+        if args.global_batch % hcg.data_size:
+            raise ValueError(f"the global batch {args.global_batch} does not divide over {hcg.data_size} data ranks")
+        self.rows, self.seq_len = args.global_batch // hcg.data_size, args.seq_len
+        model = build(args.model, args.seq_len)
+        config, self.vocab = model.config.to_dict(), model.config.vocab_size
+        self.model = parallel.parallelize(model)
+        self.whole = self.model.module if hcg.pp_size > 1 else self.model
+        parallel.cast_for_amp(self.whole)
+        if resolved.mp.fused_linear_param_grad_add:
+            parallel.add_main_grad(self.whole)
+        self.opt = parallel.HybridParallelOptimizer(
+            torch.optim.AdamW(self.model.parameters(), lr=1e-4, weight_decay=0.0), max_grad_norm=1.0)
+        pipelined = hcg.pp_size > 1
+        self.micro = resolved.pipeline.micro_batch_size if pipelined else self.rows // resolved.gradient_merge.k_steps
+        self.estimate = strategy.estimate_memory(config, resolved, seq_len=args.seq_len, micro_batch_size=self.micro)
+        self.device = next(self.whole.parameters()).device
+
+    def step(self, k: int) -> None:
+        import parallel
+
+        hcg, opt = self.hcg, self.opt
         gen = torch.Generator().manual_seed(k * 1000 + hcg.data_rank)
-        ids = torch.randint(0, vocab, (rows, args.seq_len), generator=gen)
+        ids = torch.randint(0, self.vocab, (self.rows, self.seq_len), generator=gen)
         opt.zero_grad()  # the last step's gradients freed here, not after it: they are held until then
         if hcg.pp_size > 1:
             with parallel.autocast():
-                model.train_batch((ids, ids), opt)
+                self.model.train_batch((ids, ids), opt)
             return
-        for part in ids.split(micro):  # gradient merge: the optimizer steps at the last of them
+        for part in ids.split(self.micro):  # gradient merge: the optimizer steps at the last of them
             piece = parallel.split_sequence({"input_ids": part, "labels": part}, hcg=hcg)
             with parallel.autocast():
-                loss = model(**piece).loss
+                loss = self.model(**piece).loss
             opt.scale(loss).backward()
             opt.step()
 
-    device = next(whole.parameters()).device
-    with saved_activations(whole) as saved:
-        step(0)
-    parts = {**state_bytes(whole, opt), "activations": saved.peak}
+
+def _memory(t: _Training) -> dict[str, Any]:
+    """Step 0 under the saved-tensor count: every rank's model states and saved activations (on CUDA, the
+    allocator's peak when larger), beside the estimate of the same."""
+    from ..metrics.saved import saved_activations, state_bytes
+
+    with saved_activations(t.whole) as saved:
+        t.step(0)
+    parts = {**state_bytes(t.whole, t.opt), "activations": saved.peak}
     mine = float(sum(parts.values()))
-    if device.type == "cuda":
-        mine = max(mine, float(torch.cuda.max_memory_allocated(device)))
+    if t.device.type == "cuda":
+        mine = max(mine, float(torch.cuda.max_memory_allocated(t.device)))
     per_rank = _gather_floats(mine)
-    for k in range(1, args.warmup):
-        step(k)
-    meter = parallel.Meter(hcg, model, tokens_per_step=args.global_batch * args.seq_len, seq_len=args.seq_len,
+    return {"peak_bytes": max(per_rank), "per_rank": per_rank, "estimate_bytes": _comparable(t.estimate, t.device),
+            "estimate_total_bytes": t.estimate.total, "parts_rank0": parts}
+
+
+def _timed_steps(t: _Training, args: argparse.Namespace, failure: str | None) -> tuple[str, list[float], Any]:
+    """Timed steps until stable, the cap, or a cut: (status, each step's slowest rank's seconds, the last record)."""
+    import parallel
+
+    meter = parallel.Meter(t.hcg, t.model, tokens_per_step=args.global_batch * args.seq_len, seq_len=args.seq_len,
                            echo=lambda line: None, interval=1)
     times: list[float] = []
     status = "ok"
     try:
         for k in range(args.warmup, args.warmup + args.max_steps):
             with meter.step(k):
-                if failure and k == args.warmup and hcg.rank == 0:
+                if failure and k == args.warmup and t.hcg.rank == 0:
                     _fail(failure)
-                step(k)
+                t.step(k)
             assert meter.last is not None
             times.append(meter.last["step_seconds"]["max"])
             if args.cut_seconds and times[-1] > args.cut_seconds:
@@ -163,10 +190,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 break
     finally:
         meter.close()
-    return {"status": status, "step_seconds": statistics.median(times), "steps": times, "warmup": args.warmup,
-            "world_size": hcg.world_size, "tflops_per_device": meter.last["tflops_per_device"] if meter.last else None,
-            "memory": {"peak_bytes": max(per_rank), "per_rank": per_rank, "estimate_bytes": _comparable(estimate, device),
-                       "estimate_total_bytes": estimate.total, "parts_rank0": parts}}
+    return status, times, meter.last
 
 
 def _comparable(estimate: Any, device: torch.device) -> float:

@@ -39,14 +39,11 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..resolution.settings import PipelineSettings
 from .estimate import MemoryEstimate, estimate_memory
 from .shapes import ModelShape, model_shape
-
-if TYPE_CHECKING:
-    from .calibration import Calibration
 
 __all__ = ["Candidate", "CostModel", "Plan", "TERMS", "plan", "step_terms"]
 
@@ -66,6 +63,16 @@ class CostModel:
     memory_bandwidth: float = 2.0e12  # what an optimizer update streams: 60% of the H100's 3.35 TB/s HBM3
     layer_seconds: float = 1e-4  # a decoder layer's forward and backward call, whatever its size (kernel launches)
     step_seconds: float = 0.0  # a step's fixed cost (data, the optimizer's per-tensor calls)
+
+
+class Calibrated(Protocol):
+    """What `plan` reads of a calibration (`planning.calibration.Calibration`): its cost constants, and the step time
+    it predicts from a layout's terms."""
+
+    @property
+    def cost(self) -> "CostModel": ...
+
+    def predict(self, terms: Mapping[str, float]) -> float: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +134,7 @@ def _faster(near: dict[tuple[int, ...], dict[str, Any]], degrees: dict[str, int]
 def plan(model: ModelShape | Mapping[str, Any] | str, *, gpus: int, gpu_memory: float, seq_len: int,
          global_batch: int, gpus_per_node: int = 8, top: int = 5, headroom: float = 0.1,
          cost: CostModel = CostModel(), progress: Callable[[int], None] | None = None,
-         calibration: "Calibration | None" = None) -> Plan:
+         calibration: "Calibrated | None" = None) -> Plan:
     """The strategies for `model` (a Hugging Face config dict or config.json path) on `gpus` GPUs of `gpu_memory`
     bytes (less `headroom`), `global_batch` sequences of `seq_len` tokens a step; the `top` fastest, and the faster
     layouts that were cut for something a user can change (see `Plan`). With a `calibration` (`strategy tune`'s fit

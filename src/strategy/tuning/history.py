@@ -62,7 +62,11 @@ class History:
         h = cls(Path(path), dict(context))
         if not h.path.exists():
             return h
-        for number, line in enumerate(h.path.read_text().splitlines(), 1):
+        text = h.path.read_text()
+        if text and not text.endswith("\n"):  # a write cut by a crash: the next line starts on a line of its own
+            with open(h.path, "a") as f:
+                f.write("\n")
+        for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:

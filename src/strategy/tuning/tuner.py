@@ -117,74 +117,128 @@ def tune(model: str | os.PathLike[str], *, world_size: int, seq_len: int, global
     Raises:
         ValueError: arguments that cannot describe a tune, or a probe that failed (its log named).
     """
-    for name, value in (("world_size", world_size), ("seq_len", seq_len), ("global_batch", global_batch),
-                        ("max_trials", max_trials), ("top", top), ("max_steps", max_steps)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    if not cut > 1:
-        raise ValueError(f"cut must be above 1 (a multiple of the best step), got {cut!r}")
+    _check_arguments(world_size=world_size, seq_len=seq_len, global_batch=global_batch, max_trials=max_trials,
+                     top=top, max_steps=max_steps, cut=cut)
     started = time.monotonic()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda line: None)
     prefix = shlex.split(launcher) if isinstance(launcher, str) else list(launcher or launch.default_launcher(world_size))
-    environment = dict(os.environ if env is None else env)
-    probe = _probe(model, seq_len, out / "probe", prefix, environment, trial_timeout, say)
-    config = json.loads((out / "probe" / "config.json").read_text())
-    context = {"model": f"{config.get('model_type', '?')}:{context_key(config)[:16]}", "seq_len": seq_len,
-               "global_batch": global_batch, "world_size": world_size, "device": probe["device"],
-               "torch": probe["torch"]}
-    if command:
-        context["runner"] = command
-    history = History.open(out / "history.jsonl", context)
-    if history.voided:
-        say(f"history: {len(history.voided)} entries of another context left out "
-            f"({'; '.join(sorted(set(history.voided.values())))})")
-    cost = cost_model(probe, world_size)
-    found = plan(str(out / "probe" / "config.json"), gpus=world_size, gpu_memory=probe["memory_bytes"], seq_len=seq_len,
-                 global_batch=global_batch, gpus_per_node=gpus_per_node or world_size, top=10 ** 6, headroom=headroom,
-                 cost=cost)
-    if not found.candidates:
-        raise ValueError(f"nothing to tune: {found.message}")
-    trials = [Trial(c, trial_key(c.text, context), family(c), predicted=c.step_seconds, uncalibrated=c.step_seconds)
-              for c in found.candidates]
+    runner = _Runner(prefix, command, dict(os.environ if env is None else env), out, out / "probe" / "config.json",
+                     seq_len, global_batch, trial_timeout, warmup, max_steps, tolerance, cut)
+    probe = _probe(model, seq_len, out / "probe", prefix, runner.env, trial_timeout, say)
+    history, trials, cost = _layouts(probe, runner, world_size=world_size, gpus_per_node=gpus_per_node,
+                                     headroom=headroom, say=say)
     shortlist = _shortlist(trials, top)
-    state = _State(trials, cost, context)
-    ran: list[Trial] = []
-    stopped = ""
-    show = _Bar(max_trials, sys.stderr.isatty() if bar is None else bar)
     say(f"tune: {len(trials)} layouts fit ({probe['device']}, {world_size} ranks); shortlist of {len(shortlist)}: "
         f"the {top} fastest predicted and the fastest of each family ({', '.join(sorted({t.family for t in shortlist}))})")
-    while True:
-        if len(ran) >= max_trials:
-            stopped = f"the trial budget ({max_trials}) is spent"
-            break
-        if budget_seconds is not None and time.monotonic() - started >= budget_seconds:
-            stopped = f"the time budget ({budget_seconds:.0f} s) is spent"
-            break
-        pending = [t for t in shortlist if not t.status]
-        nxt, why_stop = state.next(pending)
-        if nxt is None:
-            stopped = why_stop
-            break
-        nxt.number = len(ran) + 1
-        _measure(nxt, history, out, prefix, command, environment, state, seq_len=seq_len, global_batch=global_batch,
-                 model=out / "probe" / "config.json", timeout=trial_timeout, warmup=warmup, max_steps=max_steps,
-                 tolerance=tolerance, cut=cut)
-        ran.append(nxt)
-        state.refit()
-        say(show.line(nxt, state))
-        show.update(len(ran), state)
-    show.close()
-    best = state.best()
-    result = TuneResult(ran, best, state.calibration, "", stopped, out, dict(history.voided),
+    state = _State(trials, cost, history.context)
+    show = _Bar(max_trials, sys.stderr.isatty() if bar is None else bar)
+    try:
+        ran = _resume(trials, history, state, show, say)
+        ran, stopped = _loop(shortlist, state, history, runner, show, say, max_trials=max_trials, ran=ran,
+                             deadline=None if budget_seconds is None else started + budget_seconds)
+    finally:
+        show.close()
+    result = TuneResult(ran, state.best(), state.calibration, "", stopped, out, dict(history.voided),
                         sorted(trials, key=lambda t: t.predicted))
     result.table = table(result)
     _write_outputs(result, world_size, seq_len, say)
     return result
 
 
-def cost_model(probe: Mapping[str, Any], world_size: int) -> CostModel:
+def _layouts(probe: Mapping[str, Any], runner: _Runner, *, world_size: int, gpus_per_node: int | None,
+             headroom: float, say: Callable[[str], None]) -> tuple[History, list[Trial], CostModel]:
+    """The history of this context, every layout the plan fits (fastest predicted first) and the probed cost model."""
+    seq_len, global_batch, command = runner.seq_len, runner.global_batch, runner.command
+    config = json.loads(runner.model.read_text())
+    context = {"model": f"{config.get('model_type', '?')}:{context_key(config)[:16]}", "seq_len": seq_len,
+               "global_batch": global_batch, "world_size": world_size, "device": probe["device"],
+               "torch": probe["torch"]}
+    if command:
+        context["runner"] = command
+    history = History.open(runner.out / "history.jsonl", context)
+    if history.voided:
+        say(f"history: {len(history.voided)} entries of another context left out "
+            f"({'; '.join(sorted(set(history.voided.values())))})")
+    cost = cost_model(probe)
+    found = plan(str(runner.model), gpus=world_size, gpu_memory=probe["memory_bytes"], seq_len=seq_len,
+                 global_batch=global_batch, gpus_per_node=gpus_per_node or world_size, top=10 ** 6, headroom=headroom,
+                 cost=cost)
+    if not found.candidates:
+        raise ValueError(f"nothing to tune: {found.message}")
+    trials = [Trial(c, trial_key(c.text, context), family(c), predicted=c.step_seconds, uncalibrated=c.step_seconds)
+              for c in found.candidates]
+    return history, trials, cost
+
+
+def _check_arguments(*, cut: float, **counts: int) -> None:
+    for name, value in counts.items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
+    if not cut > 1:
+        raise ValueError(f"cut must be above 1 (a multiple of the best step), got {cut!r}")
+
+
+@dataclass(frozen=True)
+class _Runner:
+    """How each trial runs: the launcher (or the user's command), the environment, the tune's directory, the model's
+    config.json, the batch, and the trial runner's limits."""
+
+    prefix: list[str]
+    command: str | None
+    env: dict[str, str]
+    out: Path
+    model: Path
+    seq_len: int
+    global_batch: int
+    timeout: float
+    warmup: int
+    max_steps: int
+    tolerance: float
+    cut: float
+
+
+def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar",
+            say: Callable[[str], None]) -> list[Trial]:
+    """The trials an earlier run of this tune finished (in their order), taken as measured; the fit made on them."""
+    done = sorted((t for t in trials if history.finished(t.key)), key=lambda t: history.entries[t.key].trial)
+    for k, t in enumerate(done, 1):
+        t.number = k
+        _fill(t, history.finished(t.key)["result"])  # type: ignore[index]
+        t.reused = True
+    if done:
+        state.refit()
+        for t in done:
+            say(show.line(t, state))
+        show.update(len(done), state)
+    return done
+
+
+def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Runner, show: "_Bar",
+          say: Callable[[str], None], *, max_trials: int, deadline: float | None,
+          ran: list[Trial]) -> tuple[list[Trial], str]:
+    """Trials until the budget is spent or no layout left can beat the best: (the trials run, why it stopped). A trial
+    an earlier run was killed during goes first (once more: `_measure` gives up on one interrupted twice)."""
+    ran = list(ran)
+    while True:
+        if len(ran) >= max_trials:
+            return ran, f"the trial budget ({max_trials}) is spent"
+        if deadline is not None and time.monotonic() >= deadline:
+            return ran, "the time budget is spent"
+        retry = [t for t in state.trials if not t.status and history.interrupted(t.key)]
+        nxt, why_stop = (retry[0], "") if retry else state.next([t for t in shortlist if not t.status])
+        if nxt is None:
+            return ran, why_stop
+        nxt.number = len(ran) + 1
+        _measure(nxt, history, runner, state)
+        ran.append(nxt)
+        state.refit()
+        say(show.line(nxt, state))
+        show.update(len(ran), state)
+
+
+def cost_model(probe: Mapping[str, Any]) -> CostModel:
     """The cost constants of the probed machine: its matmul FLOP/s at full use (utilisation 1: the fit scales it),
     its all-reduce bandwidth within and across nodes (one figure: the probe ran where the trials run), its memory
     bandwidth and per-call cost."""
@@ -266,9 +320,7 @@ class _State:
         return nxt, ""
 
 
-def _measure(t: Trial, history: History, out: Path, prefix: list[str], command: str | None, env: dict[str, str],
-             state: _State, *, seq_len: int, global_batch: int, model: Path, timeout: float, warmup: int,
-             max_steps: int, tolerance: float, cut: float) -> None:
+def _measure(t: Trial, history: History, runner: _Runner, state: "_State") -> None:
     """Run (or reuse from the history) the trial of `t`, filling in its status and figures."""
     c = t.candidate
     done = history.finished(t.key)
@@ -288,11 +340,12 @@ def _measure(t: Trial, history: History, out: Path, prefix: list[str], command: 
     history.start(t.key, t.number, c.text, layout, {"step_seconds": t.predicted, "uncalibrated_step_seconds":
                                                     t.uncalibrated, "memory_bytes": c.memory.total, "terms": c.terms})
     best = state.best()
-    folder = out / "trials" / t.key[:12]
-    result = run_trial(c, folder, prefix, command, env, number=t.number, model=model, seq_len=seq_len,
-                       global_batch=global_batch, timeout=timeout, warmup=warmup, max_steps=max_steps,
-                       tolerance=tolerance, cut_seconds=cut * best.step_seconds if best and best.step_seconds else 0.0)
-    result["log"] = str((folder / "log.txt").relative_to(out))
+    r = runner
+    folder = r.out / "trials" / t.key[:12]
+    result = run_trial(c, folder, r.prefix, r.command, r.env, number=t.number, model=r.model, seq_len=r.seq_len,
+                       global_batch=r.global_batch, timeout=r.timeout, warmup=r.warmup, max_steps=r.max_steps,
+                       tolerance=r.tolerance, cut_seconds=r.cut * best.step_seconds if best and best.step_seconds else 0.0)
+    result["log"] = str((folder / "log.txt").relative_to(r.out))
     _fill(t, result)
     history.end(t.key, t.number, result)
 
