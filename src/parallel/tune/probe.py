@@ -3,7 +3,7 @@ where the trials will run (under the same launcher), so the plan's cost model st
 and not an H100's. Rank 0 writes OUT/probe.json and the model's OUT/config.json:
 
     {"device": "cpu (2 cores)" | "NVIDIA H100 80GB HBM3", "world_size": n, "torch": "2.13.0",
-     "matmul_flops": the model's MLP matmul in its training dtype, per rank (FLOP/s),
+     "matmul_flops": the model's MLP matmul (an expert's, in an MoE model) in bf16, per rank (FLOP/s),
      "bandwidth": an all-reduce's bytes a second per rank, counted as the plan counts them (2 (n - 1) / n of the bytes),
      "memory_bandwidth": bytes a second an elementwise update moves (the optimizer step's kind of work),
      "layer_seconds": one decoder layer's forward and backward on a single token (what a call costs regardless of
@@ -59,7 +59,9 @@ def probe(config: Any, local_ranks: int) -> dict[str, Any]:
     cuda = torch.cuda.is_available()
     device = torch.device("cuda") if cuda else torch.device("cpu")
     dtype = torch.bfloat16
-    h, i = config.hidden_size, getattr(config, "intermediate_size", None) or 4 * config.hidden_size
+    h = config.hidden_size
+    i = (getattr(config, "moe_intermediate_size", None) or getattr(config, "intermediate_size", None)
+         or 4 * config.hidden_size)  # an MoE model's MLP matmuls are its experts'
     x = torch.randn(512, h, dtype=dtype, device=device)
     w = torch.randn(h, i, dtype=dtype, device=device)
     matmul = _slowest(_time(lambda: x @ w, cuda)) or 1e-9

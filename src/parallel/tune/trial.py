@@ -7,14 +7,16 @@ of the launcher (torchrun). Rank 0 writes OUT/trial.json:
 
 Steps: `--warmup` steps (the first measures memory: the activations saved for backward through saved-tensor hooks,
 and the model states after the update, as `strategy.estimate_memory` counts them; on CUDA the allocator's peak is
-taken as well), then timed steps until the median of the last three is within `--tolerance` of the median of all
-(and at least `--min-steps`), or `--max-steps`. A timed step slower than `--cut-seconds` ends the trial as "cut" (the
-tuner passes a multiple of its best step so far). Every rank takes the same decisions: they read the step time the
+taken as well), then timed steps until the median stops moving (the median of all within `--tolerance` of the median
+before the last two, after at least five and `--min-steps`), or `--max-steps`. When the median of the timed steps
+(two at least) is slower than `--cut-seconds` the trial ends as "cut" (the tuner passes a multiple of its best step
+so far). Every rank takes the same decisions: they read the step time the
 Meter gathers from all ranks.
 
 `STRATEGY_TUNE_INJECT` (e.g. "oom@3,hang@5") makes trial number `STRATEGY_TUNE_TRIAL` fail on purpose: "oom" raises
 torch.OutOfMemoryError in its first timed step on rank 0, "hang" sleeps there (the peers wait in their collectives),
-"error" raises a RuntimeError. The tuner's tests use it; nothing else does.
+"error" raises a RuntimeError, "slow" adds a second to each timed step on rank 0. The tuner's tests use it; nothing
+else does.
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 -m parallel.tune.trial \
         --strategy candidate.prototxt --model llama --seq-len 128 --global-batch 8 --out trial
@@ -40,12 +42,12 @@ OOM_EXIT = 3  # the exit status of a rank that ran out of memory (the tuner read
 
 
 def injected() -> str | None:
-    """The failure this trial is to inject ("oom", "hang", "error"), or None."""
+    """The failure this trial is to inject ("oom", "hang", "error", "slow"), or None."""
     spec, trial = os.environ.get(INJECT_ENV, ""), os.environ.get(TRIAL_ENV)
     for item in filter(None, (part.strip() for part in spec.split(","))):
         kind, _, at = item.partition("@")
-        if kind not in ("oom", "hang", "error"):
-            raise ValueError(f"{INJECT_ENV}: {item!r}: expected oom@K, hang@K or error@K")
+        if kind not in ("oom", "hang", "error", "slow"):
+            raise ValueError(f"{INJECT_ENV}: {item!r}: expected oom@K, hang@K, error@K or slow@K")
         if at == trial:
             return kind
     return None
@@ -63,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--min-steps", type=int, default=3)
     p.add_argument("--max-steps", type=int, default=10)
     p.add_argument("--tolerance", type=float, default=0.03)
-    p.add_argument("--cut-seconds", type=float, default=0.0, help="a timed step slower than this ends the trial (0: never)")
+    p.add_argument("--cut-seconds", type=float, default=0.0,
+                   help="a median of the timed steps slower than this ends the trial (0: never)")
     args = p.parse_args(argv)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     started = time.perf_counter()
@@ -156,6 +159,8 @@ def _memory(t: _Training) -> dict[str, Any]:
     allocator's peak when larger), beside the estimate of the same."""
     from ..metrics.saved import saved_activations, state_bytes
 
+    if t.device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(t.device)  # (the build's and the cast's peaks are not the step's)
     with saved_activations(t.whole) as saved:
         t.step(0)
     parts = {**state_bytes(t.whole, t.opt), "activations": saved.peak}
@@ -178,15 +183,17 @@ def _timed_steps(t: _Training, args: argparse.Namespace, failure: str | None) ->
     try:
         for k in range(args.warmup, args.warmup + args.max_steps):
             with meter.step(k):
-                if failure and k == args.warmup and t.hcg.rank == 0:
+                if failure == "slow" and t.hcg.rank == 0:
+                    time.sleep(1.0)
+                elif failure and k == args.warmup and t.hcg.rank == 0:
                     _fail(failure)
                 t.step(k)
             assert meter.last is not None
             times.append(meter.last["step_seconds"]["max"])
-            if args.cut_seconds and times[-1] > args.cut_seconds:
-                status = "cut"
+            if args.cut_seconds and len(times) >= 2 and statistics.median(times) > args.cut_seconds:
+                status = "cut"  # (two steps: one slow step is noise as often as not)
                 break
-            if len(times) >= max(3, args.min_steps) and _stable(times, args.tolerance):
+            if len(times) >= max(5, args.min_steps) and _stable(times, args.tolerance):
                 break
     finally:
         meter.close()
@@ -203,9 +210,9 @@ def _comparable(estimate: Any, device: torch.device) -> float:
 
 
 def _stable(times: list[float], tolerance: float) -> bool:
-    """The median of the last three steps within `tolerance` of the median of all."""
-    whole, last = statistics.median(times), statistics.median(times[-3:])
-    return abs(last - whole) <= tolerance * whole
+    """The median has stopped moving: the median of all steps within `tolerance` of the median before the last two."""
+    whole, before = statistics.median(times), statistics.median(times[:-2])
+    return abs(whole - before) <= tolerance * whole
 
 
 def _fail(kind: str) -> None:

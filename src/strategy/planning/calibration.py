@@ -66,7 +66,7 @@ def load_calibration(path: str | os.PathLike[str]) -> Calibration:
         raise ValueError(f"{path}: not a calibration file (its format must be {FORMAT!r}; `strategy tune` writes one)")
     names = {f.name for f in dataclasses.fields(CostModel)}
     cost = data.get("cost")
-    if not isinstance(cost, dict) or set(cost) - names:
+    if not isinstance(cost, dict) or set(cost) != names:
         raise ValueError(f"{path}: cost: expected an object of {sorted(names)}, got {cost!r}")
     coefficients = data.get("coefficients")
     if not isinstance(coefficients, dict):

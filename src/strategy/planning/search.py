@@ -25,7 +25,7 @@ The cost model (every constant a parameter; the defaults an H100 SXM node's):
   whatever its size (launches and dispatch: smaller micro-batches cost more calls for the same work);
 - the optimizer's update: the model states a rank holds, read and written, over `memory_bandwidth` (2 TB/s);
 - the pipeline bubble: (pp − 1) / micro-batches more time, as 1F1B and GPipe have;
-- a step's fixed cost `step_seconds` (0).
+- a step's fixed cost `step_seconds` (1 ms).
 
 Each term is kept apart (`Candidate.terms`): `strategy tune` measures trials on the machine and fits a coefficient per
 term (`planning.calibration`), and `plan(calibration=...)` ranks with them.
@@ -62,7 +62,7 @@ class CostModel:
     inter_node_bandwidth: float = 50e9
     memory_bandwidth: float = 2.0e12  # what an optimizer update streams: 60% of the H100's 3.35 TB/s HBM3
     layer_seconds: float = 1e-4  # a decoder layer's forward and backward call, whatever its size (kernel launches)
-    step_seconds: float = 0.0  # a step's fixed cost (data, the optimizer's per-tensor calls)
+    step_seconds: float = 1e-3  # a step's fixed cost (data, the optimizer's per-tensor calls)
 
 
 class Calibrated(Protocol):

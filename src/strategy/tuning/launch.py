@@ -56,8 +56,8 @@ def _parent_death_signal() -> None:  # pragma: no cover - runs in the child, bef
 def run(command: Sequence[str], *, cwd: Path, log: Path, timeout: float, env: Mapping[str, str] | None = None) -> Outcome:
     """Run `command` in `cwd` (its output into `log`) for at most `timeout` seconds; classify what it left in `cwd`."""
     cwd.mkdir(parents=True, exist_ok=True)
-    for stale in ("trial.json", *(p.name for p in cwd.glob("oom_rank*.json"))):
-        (cwd / stale).unlink(missing_ok=True)  # (a retried trial: only this run's files count)
+    for stale in [cwd / "trial.json", *cwd.glob("oom_rank*.json"), *cwd.rglob("metrics_rank*.jsonl")]:
+        stale.unlink(missing_ok=True)  # (a retried trial: only this run's files count; the Meter appends)
     start = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(list(command), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -71,10 +71,13 @@ def run(command: Sequence[str], *, cwd: Path, log: Path, timeout: float, env: Ma
             killed = end_tree(proc.pid)
             proc.wait()
             code = None  # (its exit status is the signal's)
+        except BaseException:  # the tuner interrupted (Ctrl-C, an error in a caller's thread): the trial goes too
+            end_tree(proc.pid)
+            raise
     wall = time.monotonic() - start
     outcome = classify(cwd, log, code)
     outcome.wall_seconds, outcome.killed = wall, killed
-    if code is None:
+    if code is None and outcome.status not in ("ok", "cut"):  # (a result written before it hung in shutdown counts)
         outcome.status, outcome.error = "timeout", f"no result within {timeout:.0f} s: ended {len(killed)} processes"
     return outcome
 
@@ -95,13 +98,17 @@ def end_tree(pid: int) -> list[int]:
         except psutil.NoSuchProcess:
             pass
     _, alive = psutil.wait_procs(tree, timeout=GRACE)
-    for p in alive:
+    try:  # listed again: what started during the grace period (a worker forked late) goes too
+        late = [p for p in root.children(recursive=True) if p not in tree]
+    except psutil.NoSuchProcess:
+        late = []
+    for p in [*alive, *late]:
         try:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=GRACE)
-    return [p.pid for p in tree]
+    psutil.wait_procs([*alive, *late], timeout=GRACE)
+    return [p.pid for p in [*tree, *late]]
 
 
 def classify(cwd: Path, log: Path, code: int | None) -> Outcome:
@@ -130,7 +137,12 @@ def _from_metrics(path: Path, warmup: int = 2) -> dict[str, Any]:
     """A user's script: the step times and peak memory its Meter logged (every log after the first `warmup`)."""
     import statistics
 
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a kill
+            continue
     timed = records[warmup:] or records
     steps = [r["step_seconds"]["max"] for r in timed]
     peaks = [max(r["per_rank"]["memory_peak_bytes"]) for r in timed]

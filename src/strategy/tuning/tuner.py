@@ -50,8 +50,9 @@ class Trial:
     step_seconds: float | None = None
     memory_bytes: float | None = None
     estimate_bytes: float | None = None  # estimate_memory's figure for what the trial measured (see trial.json)
-    predicted: float = 0.0  # the calibrated prediction when it was chosen (or now, for the unmeasured)
-    uncalibrated: float = 0.0
+    predicted: float = 0.0  # the prediction of the latest fit (the plan's before any trial)
+    uncalibrated: float = 0.0  # the plan's, with the probed constants
+    chosen_at: float = 0.0  # the prediction when it was chosen: fitted on the trials before it only
     wall_seconds: float = 0.0
     error: str = ""
     reused: bool = False  # from the history of an earlier run
@@ -83,7 +84,7 @@ class TuneResult:
 
 
 def family(c: Candidate) -> str:
-    """The axes above 1 ("dp" when none is), and ZeRO's stage when sharding: what a layout is made of."""
+    """The axes above 1 with their degrees ("dp2×mp2"; "single" when none is): what a layout is made of."""
     axes = [a for a in ("dp", "mp", "pp", "sharding", "sep", "cp", "ep") if c.degrees[a] > 1]
     return "×".join(f"{a}{c.degrees[a]}" for a in axes) or "single"
 
@@ -243,9 +244,10 @@ def cost_model(probe: Mapping[str, Any]) -> CostModel:
     its all-reduce bandwidth within and across nodes (one figure: the probe ran where the trials run), its memory
     bandwidth and per-call cost."""
     bandwidth = probe.get("bandwidth") or 1e9  # (one rank: no communication to measure, none to predict)
+    calls = float(probe["layer_seconds"])
     return CostModel(peak_flops=float(probe["matmul_flops"]), utilisation=1.0, intra_node_bandwidth=float(bandwidth),
                      inter_node_bandwidth=float(bandwidth), memory_bandwidth=float(probe["memory_bandwidth"]),
-                     layer_seconds=float(probe["layer_seconds"]), step_seconds=0.0)
+                     layer_seconds=calls, step_seconds=calls)  # (a step's fixed cost: a call's worth, until fitted)
 
 
 def _probe(model: str | os.PathLike[str], seq_len: int, folder: Path, prefix: list[str], env: dict[str, str],
@@ -339,6 +341,7 @@ def _measure(t: Trial, history: History, runner: _Runner, state: "_State") -> No
               "family": t.family}
     history.start(t.key, t.number, c.text, layout, {"step_seconds": t.predicted, "uncalibrated_step_seconds":
                                                     t.uncalibrated, "memory_bytes": c.memory.total, "terms": c.terms})
+    t.chosen_at = t.predicted
     best = state.best()
     r = runner
     folder = r.out / "trials" / t.key[:12]
@@ -360,8 +363,9 @@ def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | 
     folder.mkdir(parents=True, exist_ok=True)
     strategy_file = folder / "strategy.prototxt"
     write_atomic(strategy_file, c.text.encode())
-    if command:
-        argv = shlex.split(command.format(strategy=strategy_file.resolve(), out=folder.resolve(), trial=number))
+    if command:  # (replaced, not str.format: a command may hold braces of its own)
+        filled = command.replace("{strategy}", str(strategy_file.resolve())).replace("{out}", str(folder.resolve()))
+        argv = shlex.split(filled.replace("{trial}", str(number)))
     else:
         argv = [*prefix, "-m", "parallel.tune.trial", "--strategy", str(strategy_file.resolve()),
                 "--model", str(model.resolve()), "--seq-len", str(seq_len), "--global-batch", str(global_batch),
@@ -403,13 +407,15 @@ class _Bar:
         if t.reused:
             head += " (from the history)"
         if t.measured:
-            error = (t.step_seconds - t.uncalibrated) / t.uncalibrated if t.uncalibrated else 0.0  # type: ignore[operator]
+            y = t.step_seconds or 1.0
             memory = ""
             estimate = t.estimate_bytes or c.memory.total
             if t.memory_bytes:
                 memory = (f", memory {t.memory_bytes / 2 ** 20:.1f} MiB (estimate {estimate / 2 ** 20:.1f}, "
                           f"{(estimate - t.memory_bytes) / t.memory_bytes:+.1%})")
-            return f"{head}: {t.step_seconds:.3f} s/step (predicted {t.uncalibrated:.3f} s, {error:+.0%}){memory}"
+            chosen = "" if t.reused else f", calibrated {t.chosen_at:.3f} s {(t.chosen_at - y) / y:+.0%}"
+            return (f"{head}: {y:.3f} s/step (plan {t.uncalibrated:.3f} s {(t.uncalibrated - y) / y:+.0%}{chosen})"
+                    f"{memory}")
         return f"{head}: {t.error.splitlines()[-1][:200] if t.error else ''}"
 
     def update(self, done: int, state: _State) -> None:
@@ -425,18 +431,19 @@ class _Bar:
 
 
 def table(result: TuneResult) -> str:
-    """The trials as a Markdown table: measured against predicted step time (before calibration, and by the final
-    calibration) and memory, with the errors."""
-    rows = ["| # | layout | status | step s | predicted s (error) | calibrated s (error) | memory MiB | estimate MiB "
-            "(error) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    """The trials as a Markdown table: the measured step time against the plan's prediction (the probed constants,
+    uncalibrated) and against the calibrated prediction when the trial was chosen (fitted on the trials before it
+    only: out of sample), and the measured memory against estimate_memory; each error as (predicted − measured) /
+    measured."""
+    def cell(predicted: float, y: float | None) -> str:
+        return f"{predicted:.3f} ({(predicted - y) / y:+.0%})" if y else f"{predicted:.3f}"
+
+    rows = ["| # | layout | status | step s | plan's s (error) | calibrated when chosen s (error) | memory MiB | "
+            "estimate MiB (error) |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for t in result.trials:
         c = t.candidate
-        final = result.calibration.predict(c.terms)
-        if t.measured:
-            y = t.step_seconds or 0.0
-            cells = [f"{y:.3f}", f"{t.uncalibrated:.3f} ({(t.uncalibrated - y) / y:+.0%})", f"{final:.3f} ({(final - y) / y:+.0%})"]
-        else:
-            cells = ["—", f"{t.uncalibrated:.3f}", f"{final:.3f}"]
+        y = t.step_seconds if t.measured else None
+        cells = [f"{y:.3f}" if y else "—", cell(t.uncalibrated, y), "—" if t.reused else cell(t.chosen_at, y)]
         est = (t.estimate_bytes or c.memory.total) / 2 ** 20
         if t.memory_bytes:
             mem = [f"{t.memory_bytes / 2 ** 20:.1f}", f"{est:.1f} ({(est * 2 ** 20 - t.memory_bytes) / t.memory_bytes:+.1%})"]
@@ -445,14 +452,16 @@ def table(result: TuneResult) -> str:
         best = " **best**" if result.best is t else ""
         rows.append(f"| {t.number} | {t.describe()}{best} | {t.status} | " + " | ".join(cells + mem) + " |")
     measured = [t for t in result.trials if t.measured and t.step_seconds]
-    lines = rows
-    if measured:
-        times = [t.step_seconds or 0.0 for t in measured]
-        lines = [*rows, "", f"Mean absolute error on the {len(measured)} measured trials: before calibration "
-                 f"{mape([t.uncalibrated for t in measured], times):.1%}, after "
-                 f"{mape([result.calibration.predict(t.candidate.terms) for t in measured], times):.1%}. Stopped: "
-                 f"{result.stopped}."]
-    return "\n".join(lines)
+    if not measured:
+        return "\n".join([*rows, "", f"Stopped: {result.stopped}."])
+    times = [t.step_seconds or 0.0 for t in measured]
+    later = [t for t in measured[2:] if not t.reused]  # chosen with at least two trials fitted
+    at_choice = (f", the calibrated prediction when chosen {mape([t.chosen_at for t in later], [t.step_seconds or 0.0 for t in later]):.1%} "
+                 f"(trials 3 on, fitted on those before each)") if later else ""
+    return "\n".join([*rows, "", f"Mean absolute error on the {len(measured)} measured trials: the plan's "
+                      f"{mape([t.uncalibrated for t in measured], times):.1%}{at_choice}, the final fit "
+                      f"{mape([result.calibration.predict(t.candidate.terms) for t in measured], times):.1%} (in "
+                      f"sample). Stopped: {result.stopped}."])
 
 
 def _write_outputs(result: TuneResult, world_size: int, seq_len: int, say: Callable[[str], None]) -> None:

@@ -43,19 +43,20 @@ def trial_processes(folder) -> list[psutil.Process]:
 
 
 @pytest.mark.timeout(400)
-def test_an_oom_and_a_hang_are_recorded_and_the_tune_goes_on_to_a_strict_best_and_a_calibration(tmp_path):
+def test_an_oom_a_hang_and_a_slow_trial_are_recorded_and_the_tune_goes_on_to_a_strict_best_and_a_calibration(tmp_path):
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
     lines: list[str] = []
     try:
-        result = strategy.tune(tiny_model(tmp_path), out=tmp_path / "tune", max_trials=4, trial_timeout=30,
-                               env=os.environ | {"STRATEGY_TUNE_INJECT": "oom@2,hang@3"}, progress=lines.append,
+        # (top=6: all six layouts of one rank on the shortlist, so five trials run whatever the fit predicts)
+        result = strategy.tune(tiny_model(tmp_path), out=tmp_path / "tune", max_trials=5, top=6, trial_timeout=30,
+                               env=os.environ | {"STRATEGY_TUNE_INJECT": "oom@2,hang@3,slow@4"}, progress=lines.append,
                                bar=False, **ARGS)
         assert bystander.poll() is None  # nothing outside the trials was signalled
     finally:
         bystander.kill()
         bystander.wait()
     statuses = [t.status for t in result.trials]
-    assert statuses == ["ok", "oom", "timeout", "ok"], [t.error for t in result.trials]
+    assert statuses == ["ok", "oom", "timeout", "cut", "ok"], [t.error for t in result.trials]
     assert "injected by STRATEGY_TUNE_INJECT (trial 2)" in result.trials[1].error
     hung = result.trials[2]
     assert 30 <= hung.wall_seconds <= 30 + 10 and hung.error.startswith("no result within 30 s: ended")
@@ -70,13 +71,15 @@ def test_an_oom_and_a_hang_are_recorded_and_the_tune_goes_on_to_a_strict_best_an
     history = records(tmp_path / "tune")
     for record in history:
         jsonschema.validate(record, schema)
-    assert [r["event"] for r in history] == ["start", "end"] * 4
+    assert [r["event"] for r in history] == ["start", "end"] * 5
+    cut = result.trials[3]  # two timed steps of a second each, then ended: over twice the best
+    assert len(history[7]["result"]["steps"]) == 2 and cut.step_seconds > 2 * result.trials[0].step_seconds
     best = tmp_path / "tune" / "best.prototxt"
-    assert result.best is result.trials[min((0, 3), key=lambda k: result.trials[k].step_seconds)]
+    assert result.best is result.trials[min((0, 4), key=lambda k: result.trials[k].step_seconds)]
     strategy.resolve(strategy.load(best), world_size=1)  # strict
     calibration = strategy.load_calibration(tmp_path / "tune" / "calibration.json")
-    assert calibration.fitted == 2 and calibration.context["world_size"] == 1
-    assert "| 3 |" in (tmp_path / "tune" / "tune.md").read_text()
+    assert calibration.fitted == 3 and calibration.context["world_size"] == 1  # ok, cut, ok
+    assert "| 3 | " in (tmp_path / "tune" / "tune.md").read_text()
 
 
 @pytest.mark.timeout(400)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -62,7 +63,7 @@ def test_plan_ranks_with_a_calibration_and_strategy_plan_reads_its_file(tmp_path
     config.write_text(json.dumps(LLAMA))
     args = dict(gpus=2, gpu_memory=8 * 2 ** 30, seq_len=128, global_batch=8, top=100)
     plain = strategy.plan(str(config), **args)
-    assert {c.degrees["mp"] for c in plain.candidates[:10]} >= {1}  # mp 2 is among the layouts
+    assert 2 in {c.degrees["mp"] for c in plain.candidates}  # mp 2 is among the layouts
     costly_mp = dict.fromkeys(TERMS, 1.0) | {"mp": 1e6}
     calibration = Calibration(CostModel(), costly_mp, 3)
     ranked = strategy.plan(str(config), calibration=calibration, **args)
@@ -89,10 +90,12 @@ def test_plan_ranks_with_a_calibration_and_strategy_plan_reads_its_file(tmp_path
     ({"coefficients": {"compute": 1.0, "flux": 2.0}}, "coefficients.flux: no such term (the terms: compute, mp, dp"),
     ({"coefficients": {"mp": -1}}, "coefficients.mp: expected a number >= 0, got -1"),
     ({"cost": {"peak_flops": 1.0, "warp": 2}}, "cost: expected an object of"),
+    ({"cost": {"peak_flops": 1.0}}, "cost: expected an object of"),  # every constant, or the plan would guess
 ])
 def test_a_bad_calibration_file_is_refused_naming_the_key(tmp_path, change, message):
     path = tmp_path / "calibration.json"
-    path.write_text(json.dumps({"format": FORMAT, "cost": {}, "coefficients": {}} | change))
+    cost = dataclasses.asdict(CostModel())
+    path.write_text(json.dumps({"format": FORMAT, "cost": cost, "coefficients": {}} | change))
     with pytest.raises(ValueError) as e:
         load_calibration(path)
     assert str(e.value).startswith(f"{path}: {message}")

@@ -1,0 +1,68 @@
+"""The tune's choices without running trials: the shortlist holds every family, a trial interrupted twice is not run a
+third time, and the stopping rule asks whether any unmeasured layout could still beat the best."""
+
+from __future__ import annotations
+
+import pytest
+
+import strategy
+from strategy.planning.calibration import fit
+from strategy.planning.search import CostModel
+from strategy.tuning.history import History, trial_key
+from strategy.tuning.tuner import Trial, _measure, _shortlist, _State, family
+
+LLAMA = {"model_type": "llama", "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 4,
+         "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 688, "max_position_embeddings": 128}
+CONTEXT = {"model": "llama:x", "seq_len": 128, "global_batch": 8, "world_size": 2, "device": "cpu", "torch": "2.13"}
+
+
+@pytest.fixture(scope="module")
+def trials() -> list[Trial]:
+    found = strategy.plan(LLAMA, gpus=2, gpu_memory=8 * 2 ** 30, seq_len=128, global_batch=8, top=10 ** 6)
+    return [Trial(c, trial_key(c.text, CONTEXT), family(c), predicted=c.step_seconds, uncalibrated=c.step_seconds)
+            for c in found.candidates]
+
+
+def fresh(trials: list[Trial]) -> list[Trial]:
+    return [Trial(t.candidate, t.key, t.family, predicted=t.predicted, uncalibrated=t.uncalibrated) for t in trials]
+
+
+def test_the_shortlist_is_the_fastest_predicted_and_the_fastest_of_every_family(trials):
+    short = _shortlist(trials, 3)
+    assert all(t in short for t in sorted(trials, key=lambda t: t.predicted)[:3])
+    families = {(t.family, t.candidate.stage if t.candidate.degrees["sharding"] > 1 else 0) for t in trials}
+    assert families == {(t.family, t.candidate.stage if t.candidate.degrees["sharding"] > 1 else 0) for t in short}
+    assert {"dp2", "mp2", "pp2", "sharding2", "sep2", "cp2"} <= {t.family for t in short}
+    for t in short:  # each the family's fastest predicted
+        same = [u for u in trials if u.family == t.family and u.candidate.stage == t.candidate.stage]
+        assert t in trials[:3] or t.predicted == min(u.predicted for u in same)
+
+
+def test_a_trial_interrupted_twice_is_recorded_as_an_error_and_not_run(tmp_path, trials):
+    t = fresh(trials)[0]
+    history = History.open(tmp_path / "history.jsonl", CONTEXT)
+    for _ in range(2):
+        history.start(t.key, 1, t.candidate.text, {}, {})
+    t.number = 1
+    _measure(t, history, runner=None, state=None)  # type: ignore[arg-type]  # (nothing is launched)
+    assert t.status == "error" and t.error.startswith("interrupted twice")
+    assert History.open(tmp_path / "history.jsonl", CONTEXT).finished(t.key)["result"]["status"] == "error"
+
+
+def test_the_tune_stops_when_no_unmeasured_layout_can_beat_the_best(trials):
+    ts = fresh(trials)
+    state = _State(ts, CostModel(), CONTEXT)
+    ranked = sorted(ts, key=lambda t: t.uncalibrated)
+    for t in ranked[:-5]:  # all but the five slowest predicted measured, at 10 times their prediction
+        t.status, t.step_seconds = "ok", 10 * t.uncalibrated
+    state.refit()
+    assert min(t.predicted for t in ranked[-5:]) > 1.5 * state.best().step_seconds  # (the fit: 10 times the plan)
+    nxt, why = state.next([])
+    assert nxt is None and why.startswith("no unmeasured layout can beat the best measured")
+    for t in ranked[:-5]:
+        t.step_seconds = 100.0  # every measured layout far slower: the unmeasured could beat them
+    state.refit()
+    nxt, _ = state.next([])
+    assert nxt is not None and not nxt.status
+    assert fit([(ts[1].candidate.terms, ts[1].step_seconds)], CostModel()).predict(ts[1].candidate.terms) == pytest.approx(
+        ts[1].step_seconds, rel=0.01)
