@@ -157,13 +157,21 @@ class _Training:
 def _memory(t: _Training) -> dict[str, Any]:
     """Step 0 under the saved-tensor count: every rank's model states and saved activations (on CUDA, the
     allocator's peak when larger), beside the estimate of the same."""
-    from ..metrics.saved import saved_activations, state_bytes
+    from ..metrics.saved import saved_activations, state_bytes, storage_bytes
 
     if t.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(t.device)  # (the build's and the cast's peaks are not the step's)
-    with saved_activations(t.whole) as saved:
-        t.step(0)
+    held: dict[int, int] = {}  # each parameter's gradient as backward leaves it (a pipeline frees them in its step)
+    hooks = [p.register_post_accumulate_grad_hook(lambda p: held.__setitem__(id(p), storage_bytes([p.grad])))
+             for p in t.whole.parameters() if p.requires_grad]
+    try:
+        with saved_activations(t.whole) as saved:
+            t.step(0)
+    finally:
+        for hook in hooks:
+            hook.remove()
     parts = {**state_bytes(t.whole, t.opt), "activations": saved.peak}
+    parts["gradients"] = max(parts["gradients"], sum(held.values()))
     mine = float(sum(parts.values()))
     if t.device.type == "cuda":
         mine = max(mine, float(torch.cuda.max_memory_allocated(t.device)))
@@ -202,11 +210,15 @@ def _timed_steps(t: _Training, args: argparse.Namespace, failure: str | None) ->
 
 def _comparable(estimate: Any, device: torch.device) -> float:
     """The estimate of what was measured, for the largest stage: on CUDA the allocator's peak, everything; on a CPU
-    the model states and the saved activations, without FSDP2's gathered weights (transient, and parameters: the
-    saved-tensor count leaves them out, as tests/strategy/planning does)."""
+    the model states and the saved activations, without FSDP2's transient buffers (`_TRANSIENT`)."""
     if device.type == "cuda":
         return float(estimate.total)
-    return max(s.total - sum(v for k, v in s.items.items() if k.startswith("gathered")) for s in estimate.stages)
+    return max(s.total - sum(v for k, v in s.items.items() if k in _TRANSIENT) for s in estimate.stages)
+
+
+# FSDP2's buffers that live only inside a step, which a count of parameters, gradients, optimizer state and saved
+# activations does not see: the weights it gathers, and the whole gradients it keeps between micro-steps.
+_TRANSIENT = ("gathered weights (FSDP2)", "gathered experts (FSDP2)", "unsharded gradients (FSDP2)")
 
 
 def _stable(times: list[float], tolerance: float) -> bool:

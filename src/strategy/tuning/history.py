@@ -43,8 +43,8 @@ def trial_key(strategy_text: str, context: Mapping[str, Any]) -> str:
 @dataclass
 class _Entry:
     starts: int = 0
-    end: dict[str, Any] | None = None
-    trial: int = 0
+    ends: list[dict[str, Any]] = field(default_factory=list)  # a trial measured again (a close contender) ends twice
+    trial: int = 0  # its first number
 
 
 @dataclass
@@ -81,24 +81,34 @@ class History:
                 h.voided[key] = _difference(record.get("context") or {}, h.context)
                 continue
             entry = h.entries.setdefault(key, _Entry())
-            entry.trial = record.get("trial", entry.trial)
+            entry.trial = entry.trial or record.get("trial", 0)
             if record["event"] == "start":
                 entry.starts += 1
             else:
-                entry.end = record
+                entry.ends.append(record)
         for key in h.entries:
             h.voided.pop(key, None)  # (measured again here since)
         return h
 
     def finished(self, key: str) -> dict[str, Any] | None:
-        """The "end" record of `key` in this context, if it has one."""
+        """The first "end" record of `key` in this context, if it has one."""
         entry = self.entries.get(key)
-        return entry.end if entry else None
+        return entry.ends[0] if entry and entry.ends else None
+
+    def results(self, key: str) -> list[dict[str, Any]]:
+        """Every result of `key` in this context, in the order they ended."""
+        entry = self.entries.get(key)
+        return [end["result"] for end in entry.ends] if entry else []
 
     def interrupted(self, key: str) -> int:
         """How many times `key` started without ending (the tune was killed during it)."""
         entry = self.entries.get(key)
-        return entry.starts if entry and entry.end is None else 0
+        return entry.starts - len(entry.ends) if entry else 0
+
+    @property
+    def runs(self) -> int:
+        """The trials that ended in this context, repeats included."""
+        return sum(len(e.ends) for e in self.entries.values())
 
     @property
     def trials(self) -> int:
@@ -106,15 +116,18 @@ class History:
         return max((e.trial for e in self.entries.values()), default=0)
 
     def start(self, key: str, trial: int, strategy_text: str, layout: Mapping[str, Any],
-              predicted: Mapping[str, Any]) -> None:
-        self._append({"event": "start", "key": key, "trial": trial, "strategy": strategy_text, "layout": dict(layout),
-                      "predicted": dict(predicted)})
-        self.entries.setdefault(key, _Entry()).starts += 1
-        self.entries[key].trial = trial
+              predicted: Mapping[str, Any], *, repeat: int | None = None) -> None:
+        """`repeat`: the how-manieth run of a layout measured again (2, 3: a close contender of the best)."""
+        record = {"event": "start", "key": key, "trial": trial, "strategy": strategy_text, "layout": dict(layout),
+                  "predicted": dict(predicted)}
+        self._append(record if repeat is None else record | {"repeat": repeat})
+        entry = self.entries.setdefault(key, _Entry())
+        entry.starts += 1
+        entry.trial = entry.trial or trial
 
     def end(self, key: str, trial: int, result: Mapping[str, Any]) -> dict[str, Any]:
         record = self._append({"event": "end", "key": key, "trial": trial, "result": dict(result)})
-        self.entries.setdefault(key, _Entry()).end = record
+        self.entries.setdefault(key, _Entry()).ends.append(record)
         return record
 
     def _append(self, record: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import shlex
+import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,6 +37,9 @@ from .history import History, context_key, trial_key
 __all__ = ["Trial", "TuneResult", "tune", "family"]
 
 STATUSES = ("ok", "oom", "timeout", "error", "cut")
+CONFIRM_WITHIN = 0.10  # measured layouts this close to the best are measured again (a trial's noise, run to run)
+CONFIRM_RUNS = 3  # ... up to this many times each
+CONFIRM_RESERVE = 2  # the trials of the budget kept for measuring again (when the budget is above 6)
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Trial:
     wall_seconds: float = 0.0
     error: str = ""
     reused: bool = False  # from the history of an earlier run
+    samples: list[float] = field(default_factory=list)  # each ok run's step seconds (step_seconds: their median)
 
     @property
     def measured(self) -> bool:
@@ -206,7 +211,8 @@ def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar"
     done = sorted((t for t in trials if history.finished(t.key)), key=lambda t: history.entries[t.key].trial)
     for k, t in enumerate(done, 1):
         t.number = k
-        _fill(t, history.finished(t.key)["result"])  # type: ignore[index]
+        for result in history.results(t.key):
+            _fill(t, result)
         t.reused = True
     if done:
         state.refit()
@@ -219,24 +225,56 @@ def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar"
 def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Runner, show: "_Bar",
           say: Callable[[str], None], *, max_trials: int, deadline: float | None,
           ran: list[Trial]) -> tuple[list[Trial], str]:
-    """Trials until the budget is spent or no layout left can beat the best: (the trials run, why it stopped). A trial
-    an earlier run was killed during goes first (once more: `_measure` gives up on one interrupted twice)."""
+    """Trials until the budget is spent or no layout left can beat the best, then the close contenders measured again
+    (`_confirm`): (the trials run, why it stopped). A trial an earlier run was killed during goes first (once more:
+    `_measure` gives up on one interrupted twice). Every run counts against `max_trials`, repeats and the history's
+    included."""
     ran = list(ran)
+    searching = max_trials - (CONFIRM_RESERVE if max_trials > 6 else 0)
+    stopped = f"the trial budget ({max_trials}) is spent"
     while True:
-        if len(ran) >= max_trials:
-            return ran, f"the trial budget ({max_trials}) is spent"
+        if history.runs >= searching:
+            break
         if deadline is not None and time.monotonic() >= deadline:
             return ran, "the time budget is spent"
         retry = [t for t in state.trials if not t.status and history.interrupted(t.key)]
         nxt, why_stop = (retry[0], "") if retry else state.next([t for t in shortlist if not t.status])
         if nxt is None:
-            return ran, why_stop
-        nxt.number = len(ran) + 1
+            stopped = why_stop
+            break
+        nxt.number = history.runs + 1
         _measure(nxt, history, runner, state)
         ran.append(nxt)
         state.refit()
         say(show.line(nxt, state))
-        show.update(len(ran), state)
+        show.update(history.runs, state)
+    while history.runs < max_trials and (deadline is None or time.monotonic() < deadline):
+        again = _confirm(state)
+        if again is None:
+            break
+        number = history.runs + 1
+        result = _measure(again, history, runner, state, number=number)
+        state.refit()
+        say(show.line(again, state, number=number, result=result))
+        show.update(history.runs, state)
+    best = state.best()
+    if best is not None and len(best.samples) > 1:
+        stopped += f"; the best measured {len(best.samples)} times"
+    return ran, stopped
+
+
+def _confirm(state: "_State") -> Trial | None:
+    """The measured layout to run again: of those within `CONFIRM_WITHIN` of the best (by the median of their runs),
+    the one measured fewest times, below `CONFIRM_RUNS`; None when every contender has its runs."""
+    best = state.best()
+    if best is None or best.step_seconds is None:
+        return None
+    close = [t for t in state.trials if t.status == "ok" and t.step_seconds is not None
+             and t.step_seconds <= best.step_seconds * (1 + CONFIRM_WITHIN)]
+    if len(close) < 2:
+        return None  # no contender: the best stands alone
+    return min((t for t in close if len(t.samples) < CONFIRM_RUNS), key=lambda t: (len(t.samples), t.step_seconds),
+               default=None)
 
 
 def cost_model(probe: Mapping[str, Any]) -> CostModel:
@@ -322,35 +360,36 @@ class _State:
         return nxt, ""
 
 
-def _measure(t: Trial, history: History, runner: _Runner, state: "_State") -> None:
-    """Run (or reuse from the history) the trial of `t`, filling in its status and figures."""
+def _measure(t: Trial, history: History, runner: _Runner, state: "_State", *,
+             number: int | None = None) -> dict[str, Any]:
+    """Run the trial of `t` (again, with `number`: a repeat), filling in its status and figures; its result."""
     c = t.candidate
-    done = history.finished(t.key)
-    if done is not None:
-        _fill(t, done["result"])
-        t.reused = True
-        return
-    if history.interrupted(t.key) >= 2:  # it started twice and never ended: what killed the tune may be this trial
+    number = number or t.number
+    if number == t.number and history.interrupted(t.key) >= 2:  # it started twice and never ended: what killed the tune may be this trial
         result: dict[str, Any] = {"status": "error", "wall_seconds": 0.0, "estimate_bytes": c.memory.total,
                                   "error": "interrupted twice (the tune was killed during it each time): not retried"}
         _fill(t, result)
         history.end(t.key, t.number, result)
-        return
+        return result
     layout = {"degrees": c.degrees, "sharding_stage": c.stage, "recompute": c.recompute,
               "micro_batch_size": c.micro_batch_size, "accumulate_steps": c.accumulate_steps, "schedule": c.schedule,
               "family": t.family}
-    history.start(t.key, t.number, c.text, layout, {"step_seconds": t.predicted, "uncalibrated_step_seconds":
-                                                    t.uncalibrated, "memory_bytes": c.memory.total, "terms": c.terms})
-    t.chosen_at = t.predicted
+    history.start(t.key, number, c.text, layout, {"step_seconds": t.predicted, "uncalibrated_step_seconds":
+                                                  t.uncalibrated, "memory_bytes": c.memory.total, "terms": c.terms},
+                  repeat=len(t.samples) + 1 if t.status else None)
+    if not t.status:
+        t.chosen_at = t.predicted
     best = state.best()
     r = runner
     folder = r.out / "trials" / t.key[:12]
-    result = run_trial(c, folder, r.prefix, r.command, r.env, number=t.number, model=r.model, seq_len=r.seq_len,
+    cut = r.cut * best.step_seconds if best and best.step_seconds and not t.status else 0.0  # (a repeat runs whole)
+    result = run_trial(c, folder, r.prefix, r.command, r.env, number=number, model=r.model, seq_len=r.seq_len,
                        global_batch=r.global_batch, timeout=r.timeout, warmup=r.warmup, max_steps=r.max_steps,
-                       tolerance=r.tolerance, cut_seconds=r.cut * best.step_seconds if best and best.step_seconds else 0.0)
+                       tolerance=r.tolerance, cut_seconds=cut)
     result["log"] = str((folder / "log.txt").relative_to(r.out))
     _fill(t, result)
-    history.end(t.key, t.number, result)
+    history.end(t.key, number, result)
+    return result
 
 
 def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | None, env: Mapping[str, str], *,
@@ -383,8 +422,17 @@ def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | 
 
 
 def _fill(t: Trial, result: Mapping[str, Any]) -> None:
+    """`t` after a run: its first run gives its status; a repeat that is ok adds a sample (the step time is the
+    median of the samples), one that fails is recorded in the history only."""
+    if t.status == "ok":
+        if result["status"] == "ok" and result.get("step_seconds") is not None:
+            t.samples.append(float(result["step_seconds"]))
+            t.step_seconds = statistics.median(t.samples)
+            t.wall_seconds += float(result.get("wall_seconds", 0.0))
+        return
     t.status = result["status"]
     t.step_seconds = result.get("step_seconds") if t.status in ("ok", "cut") else None
+    t.samples = [float(t.step_seconds)] if t.step_seconds is not None else []
     t.memory_bytes = result.get("memory_bytes")
     t.estimate_bytes = result.get("estimate_bytes")
     t.wall_seconds = float(result.get("wall_seconds", 0.0))
@@ -401,8 +449,14 @@ class _Bar:
 
             self.bar = tqdm(total=total, desc="tune", unit="trial", dynamic_ncols=True, file=sys.stderr)
 
-    def line(self, t: Trial, state: _State) -> str:
+    def line(self, t: Trial, state: _State, *, number: int | None = None, result: Mapping[str, Any] | None = None) -> str:
         c = t.candidate
+        if number is not None and result is not None:  # measured again
+            head = f"[{number:>2}/{self.total}] again   {t.describe()}"
+            if result["status"] != "ok":
+                return f"{head}: {result['status']} this time, kept at {t.step_seconds:.3f} s"
+            return (f"{head}: {result['step_seconds']:.3f} s/step; the median of its {len(t.samples)} runs "
+                    f"{t.step_seconds:.3f} s")
         head = f"[{t.number:>2}/{self.total}] {t.status or '?':7s} {t.describe()}"
         if t.reused:
             head += " (from the history)"
@@ -443,7 +497,8 @@ def table(result: TuneResult) -> str:
     for t in result.trials:
         c = t.candidate
         y = t.step_seconds if t.measured else None
-        cells = [f"{y:.3f}" if y else "—", cell(t.uncalibrated, y), "—" if t.reused else cell(t.chosen_at, y)]
+        runs = f" (median of {len(t.samples)})" if len(t.samples) > 1 else ""
+        cells = [f"{y:.3f}{runs}" if y else "—", cell(t.uncalibrated, y), "—" if t.reused else cell(t.chosen_at, y)]
         est = (t.estimate_bytes or c.memory.total) / 2 ** 20
         if t.memory_bytes:
             mem = [f"{t.memory_bytes / 2 ** 20:.1f}", f"{est:.1f} ({(est * 2 ** 20 - t.memory_bytes) / t.memory_bytes:+.1%})"]
