@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -56,14 +57,16 @@ def test_an_oom_a_hang_and_a_slow_trial_are_recorded_and_the_tune_goes_on_to_a_s
         bystander.kill()
         bystander.wait()
     statuses = [t.status for t in result.trials]
-    assert statuses == ["ok", "oom", "timeout", "cut", "ok"], [t.error for t in result.trials]
+    assert statuses[:4] == ["ok", "oom", "timeout", "cut"], [t.error for t in result.trials]
+    assert statuses[4] in ("ok", "cut")  # (a layout of a tiny model can be twice as slow as the first for real)
     assert "injected by STRATEGY_TUNE_INJECT (trial 2)" in result.trials[1].error
     hung = result.trials[2]
     assert 30 <= hung.wall_seconds <= 30 + 10 and hung.error.startswith("no result within 30 s: ended")
     assert not trial_processes(tmp_path / "tune" / "trials" / hung.key[:12])  # none of its processes survives
     # one line per trial, with its status and figures
     per_trial = [line for line in lines if line.startswith("[")]
-    assert [line.split()[1] for line in per_trial] == statuses and "s/step (predicted" in per_trial[0]
+    assert [line.split("]")[1].split()[0] for line in per_trial] == statuses and " s/step (plan " in per_trial[0]
+    measured = [t for t in result.trials if t.status in ("ok", "cut")]
     for t in result.trials:
         if t.status == "ok":  # measured memory (model states + saved activations) against estimate_memory
             assert abs(t.memory_bytes - t.estimate_bytes) <= 0.1 * t.memory_bytes
@@ -75,10 +78,10 @@ def test_an_oom_a_hang_and_a_slow_trial_are_recorded_and_the_tune_goes_on_to_a_s
     cut = result.trials[3]  # two timed steps of a second each, then ended: over twice the best
     assert len(history[7]["result"]["steps"]) == 2 and cut.step_seconds > 2 * result.trials[0].step_seconds
     best = tmp_path / "tune" / "best.prototxt"
-    assert result.best is result.trials[min((0, 4), key=lambda k: result.trials[k].step_seconds)]
+    assert result.best is min((t for t in measured if t.status == "ok"), key=lambda t: t.step_seconds)
     strategy.resolve(strategy.load(best), world_size=1)  # strict
     calibration = strategy.load_calibration(tmp_path / "tune" / "calibration.json")
-    assert calibration.fitted == 3 and calibration.context["world_size"] == 1  # ok, cut, ok
+    assert calibration.fitted == len(measured) and calibration.context["world_size"] == 1  # ok and cut trials
     assert "| 3 | " in (tmp_path / "tune" / "tune.md").read_text()
 
 
@@ -110,8 +113,10 @@ def test_a_tune_killed_with_sigkill_goes_on_from_its_history_without_rerunning_a
     assert not set(firsts) & ended  # no finished trial runs again
     assert firsts.count(running) == 1  # the interrupted one, once
     assert rerun.stdout.count("(from the history)") == 2
-    measured = {r["key"]: r["result"]["step_seconds"] for r in records(out) if r["event"] == "end"
-                and r["result"]["status"] == "ok"}
+    runs: dict[str, list[float]] = {}  # each layout's ok runs (a close contender measured again has several)
+    for r in records(out):
+        if r["event"] == "end" and r["result"]["status"] == "ok":
+            runs.setdefault(r["key"], []).append(r["result"]["step_seconds"])
+    fastest = min(statistics.median(v) for v in runs.values())
     best = (out / "best.prototxt").read_text()
-    chosen = min(measured, key=measured.get)
-    assert f"{measured[chosen]:.4f} s a step measured" in best.splitlines()[0]  # the best of both runs together
+    assert f"{fastest:.4f} s a step measured" in best.splitlines()[0]  # the best of both runs together
