@@ -125,7 +125,12 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
     calibrated = [last.calibration.predict(terms[k]) for k in keys]
     uncalibrated = [sum(terms[k].values()) for k in keys]
     scale = statistics.median(a / b for a, b in zip(y, uncalibrated))
-    mem_errors = [abs(m - e) / m for m, e in memory.values()]
+    # every ok trial's measured memory against estimate_memory: the ground truth's (when measured in this run) and the
+    # tunes' trials
+    pairs = [] if cached and cached.exists() and repeats == 0 else list(memory.values())
+    pairs += [(t.memory_bytes, t.estimate_bytes) for run in runs for t in run["result"].trials
+              if t.status == "ok" and t.memory_bytes and t.estimate_bytes]
+    mem_errors = [abs(m - e) / m for m, e in pairs]
     exhaustive = statistics.mean(pass_seconds)
     return {
         "model": model, "layouts": len(cands), "measured_layouts": len(truth), "best_seconds": best,
