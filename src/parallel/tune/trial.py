@@ -158,12 +158,15 @@ def _memory(t: _Training) -> dict[str, Any]:
     """Step 0 under the saved-tensor count: every rank's model states and saved activations (on CUDA, the
     allocator's peak when larger), beside the estimate of the same."""
     from ..metrics.saved import saved_activations, state_bytes, storage_bytes
+    from ..topology.dtensors import is_data_sharded
 
     if t.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(t.device)  # (the build's and the cast's peaks are not the step's)
-    held: dict[int, int] = {}  # each parameter's gradient as backward leaves it (a pipeline frees them in its step)
+    # Each parameter's gradient as backward leaves it (a pipeline frees them in its step); FSDP2's sharded ones are
+    # counted after the step (what backward leaves there is its transient unsharded gradient).
+    held: dict[int, int] = {}
     hooks = [p.register_post_accumulate_grad_hook(lambda p: held.__setitem__(id(p), storage_bytes([p.grad])))
-             for p in t.whole.parameters() if p.requires_grad]
+             for p in t.whole.parameters() if p.requires_grad and not is_data_sharded(p)]
     try:
         with saved_activations(t.whole) as saved:
             t.step(0)
