@@ -36,7 +36,6 @@ from .history import History, context_key, trial_key
 
 __all__ = ["Trial", "TuneResult", "tune", "family"]
 
-STATUSES = ("ok", "oom", "timeout", "error", "cut")
 CONFIRM_WITHIN = 0.10  # measured layouts this close to the best are measured again (a trial's noise, run to run)
 CONFIRM_RUNS = 3  # ... up to this many times each
 CONFIRM_RESERVE = 2  # the trials of the budget kept for measuring again (when the budget is above 6)
@@ -217,8 +216,8 @@ def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar"
     if done:
         state.refit()
         for t in done:
-            say(show.line(t, state))
-        show.update(len(done), state)
+            say(show.line(t))
+        show.update(history.runs, state)
     return done
 
 
@@ -246,7 +245,7 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
         _measure(nxt, history, runner, state)
         ran.append(nxt)
         state.refit()
-        say(show.line(nxt, state))
+        say(show.line(nxt))
         show.update(history.runs, state)
     while history.runs < max_trials and (deadline is None or time.monotonic() < deadline):
         again = _confirm(state)
@@ -255,7 +254,7 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
         number = history.runs + 1
         result = _measure(again, history, runner, state, number=number)
         state.refit()
-        say(show.line(again, state, number=number, result=result))
+        say(show.line(again, number=number, result=result))
         show.update(history.runs, state)
     best = state.best()
     if best is not None and len(best.samples) > 1:
@@ -449,7 +448,7 @@ class _Bar:
 
             self.bar = tqdm(total=total, desc="tune", unit="trial", dynamic_ncols=True, file=sys.stderr)
 
-    def line(self, t: Trial, state: _State, *, number: int | None = None, result: Mapping[str, Any] | None = None) -> str:
+    def line(self, t: Trial, *, number: int | None = None, result: Mapping[str, Any] | None = None) -> str:
         c = t.candidate
         if number is not None and result is not None:  # measured again
             head = f"[{number:>2}/{self.total}] again   {t.describe()}"
