@@ -255,11 +255,25 @@ def _per_token(shape: ModelShape, r: Any, sp: bool, act: int, stream: int, seq_l
     # through its expert's gate, up, activation and product, out, its routing weight; four int64 indices), the
     # router's fp32 probabilities, and one copy of the norm's output (the router's; the experts gather theirs from it)
     dense_mlp = 4 * shape.intermediate / mp * act + inputs(2)
-    sparse_mlp = shape.top_k * ((2 * h + 4 * shape.expert_intermediate + 1) * act + 32) + 4 * shape.experts + inputs(1)
+    # (Ranks of the ep group inside this rank's mp group hold the same tokens: each dispatches its share only.)
+    copies = shape.top_k / _ep_mp_size(r)
+    sparse_mlp = copies * ((2 * h + 4 * shape.expert_intermediate + 1) * act + 32) + 4 * shape.experts + inputs(1)
     if r.experts.ep_degree > 1:  # each copy crosses the ep group twice: the exchange keeps one more, and its indices
-        sparse_mlp += shape.top_k * (h * act + 32)
+        sparse_mlp += copies * (h * act + 32)
     layer = 2 * norm + inputs(3) + attention + (1 - sparse_share) * dense_mlp + sparse_share * sparse_mlp
     return layer, norm + inputs(1) + 4 * shape.vocab
+
+
+def _ep_mp_size(r: Any) -> int:
+    """The ranks of rank 0's ep group that are in its mp group too (the runtime's ep_mp group): they split the
+    tokens they share between them before the dispatch."""
+    if r.experts.ep_degree <= 1 or r.mp_degree <= 1:
+        return 1
+    if getattr(r.experts, "topology", None) is None:  # the plan's layouts: the default orders, ep and mp innermost
+        return math.gcd(r.experts.ep_degree, r.mp_degree)
+    ep = next(g for g in r.experts.topology.groups("ep") if 0 in g)
+    mp = next(g for g in r.topology.groups("mp") if 0 in g)
+    return len(set(ep) & set(mp))
 
 
 def _in_flight(r: Any, pp_rank: int) -> int:

@@ -87,3 +87,14 @@ def test_model_states_drop_the_fp32_gradient_after_the_step_under_pure_bf16():
     norm = sum(p.numel * p.count for p in shape.parts() if p.name in ("norms", "norm"))
     assert e.model_states == pytest.approx(16 * (shape.parameters - norm) + 16 * norm)
     assert e.parameters == pytest.approx(2 * (shape.parameters - norm) + 4 * norm)
+
+
+def test_experts_inside_the_mp_group_count_their_share_of_the_tokens(pools):
+    """ep over the ranks of an mp group: they hold the same tokens, and each dispatches half of them (ep_mp); the
+    estimate counts the routed copies of that half only (counting them all, it was 26% over here)."""
+    text = BF16 + "hybrid_configs { mp_degree: 2 ep_degree: 2 }"
+    for rank, result in enumerate(pools(2).run(cases.measure, "qwen3_moe", text, timeout=120)):
+        measured, estimated = result["measured"], result["estimated"]
+        for what in ("parameters", "gradients", "optimizer"):
+            assert measured[what] == pytest.approx(estimated[what], rel=0.01), (rank, what)
+        assert measured["activations"] == pytest.approx(estimated["activations"], rel=0.05), rank
