@@ -27,7 +27,7 @@ from pathlib import Path
 from strategy.planning.calibration import mape, spearman
 from strategy.planning.search import CostModel, plan
 from strategy.tuning import launch, tune
-from strategy.tuning.tuner import _probe, cost_model, family, run_trial
+from strategy.tuning.tuner import _probe, corrected, cost_model, family, run_trial
 
 ROOT = Path(__file__).resolve().parent
 WORLD, SEQ, BATCH, BUDGET = 2, 128, 8, 12
@@ -55,7 +55,8 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
     config = str(work / "probe" / "config.json")
     cands = plan(config, gpus=WORLD, gpu_memory=probe["memory_bytes"], seq_len=SEQ, global_batch=BATCH,
                  gpus_per_node=WORLD, top=10 ** 6, cost=cost_model(probe)).candidates
-    times: dict[tuple, list[float]] = {ident(c): [] for c in cands}
+    times: dict[tuple, list[float]] = {ident(c): [] for c in cands}  # at the probe's speed (`corrected`)
+    raw: dict[tuple, list[float]] = {ident(c): [] for c in cands}  # as measured
     memory: dict[tuple, tuple[float, float]] = {}
     pass_seconds: list[float] = []
     runs: list[dict] = []
@@ -65,14 +66,18 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
         saved = json.loads(cached.read_text())
         for c in cands:
             times[ident(c)] = saved["times"].get(str(ident(c)), [])
+            raw[ident(c)] = saved.get("raw", {}).get(str(ident(c)), [])
             if str(ident(c)) in saved["memory"]:
                 memory[ident(c)] = tuple(saved["memory"][str(ident(c))])
         pass_seconds, repeats, per_round = saved["pass_seconds"], 0, []
+        truth_reference = saved.get("reference_seconds")
         for _ in range(tunes):
             start = time.monotonic()
             result = tune(model, world_size=WORLD, seq_len=SEQ, global_batch=BATCH, out=work / f"tune{len(runs)}",
                           max_trials=BUDGET, progress=None, bar=False)
             runs.append({"result": result, "seconds": time.monotonic() - start})
+    else:
+        truth_reference = probe.get("reference_seconds")
     for r in range(repeats):
         order = cands[r % len(cands):] + cands[:r % len(cands)]  # a different start each round
         start = time.monotonic()
@@ -80,7 +85,8 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
             result = run_trial(c, work / "truth" / f"r{r}_{k}", prefix, None, env, number=k + 1, model=Path(config),
                                seq_len=SEQ, global_batch=BATCH, timeout=300)
             if result["status"] == "ok":
-                times[ident(c)].append(result["step_seconds"])
+                times[ident(c)].append(corrected(result, probe.get("reference_seconds")))
+                raw[ident(c)].append(result["step_seconds"])
                 if result.get("memory_bytes"):
                     memory[ident(c)] = (result["memory_bytes"], result["estimate_bytes"])
             else:
@@ -98,6 +104,8 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
     if cached and not cached.exists():
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps({"times": {str(k): v for k, v in times.items()}, "pass_seconds": pass_seconds,
+                                      "raw": {str(k): v for k, v in raw.items()},
+                                      "reference_seconds": probe.get("reference_seconds"),
                                       "memory": {str(k): v for k, v in memory.items()}}))
     truth = {k: statistics.median(v) for k, v in times.items() if v}
     best = min(truth.values())
@@ -108,10 +116,24 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
 
     h100 = plan(config, gpus=WORLD, gpu_memory=probe["memory_bytes"], seq_len=SEQ, global_batch=BATCH,
                 gpus_per_node=WORLD, top=1, cost=CostModel()).candidates[0]
-    grid = min(measured(c) for c in sorted(cands, key=paddle_order)[:BUDGET])
+    grid_keys = [ident(c) for c in sorted(cands, key=paddle_order)[:BUDGET] if ident(c) in truth]
+    grid = min(truth[k] for k in grid_keys)
     rng = random.Random(0)
     known = [k for k in truth]
     random_best = statistics.mean(min(truth[k] for k in rng.sample(known, min(BUDGET, len(known)))) for _ in range(1000))
+
+    def as_measured(keys: list[tuple]) -> float:
+        """What a search that measures each of `keys` once gets: the ground truth of the one its run (one of the
+        ground truth's, drawn) puts first."""
+        return truth[min(keys, key=lambda k: rng.choice(times[k]))]
+
+    grid_measured = statistics.mean(as_measured(grid_keys) for _ in range(1000))
+    random_measured = statistics.mean(as_measured(rng.sample(known, min(BUDGET, len(known)))) for _ in range(1000))
+
+    def spread(series: dict[tuple, list[float]]) -> float | None:
+        """The median over layouts of (max - min) / median of its runs."""
+        s = [(max(v) - min(v)) / statistics.median(v) for v in series.values() if len(v) > 1]
+        return statistics.median(s) if s else None
     tuned = []
     for run in runs:
         res = run["result"]
@@ -122,6 +144,10 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
     terms = {ident(t.candidate): t.candidate.terms for t in last.candidates}
     keys = [k for k in truth if k in terms]
     y = [truth[k] for k in keys]
+    tune_reference = json.loads((work / f"tune{len(runs) - 1}" / "probe" / "probe.json").read_text()).get(
+        "reference_seconds")
+    if tune_reference and truth_reference:  # the ground truth at the last tune's probe's speed, as its fit is
+        y = [v * tune_reference / truth_reference for v in y]
     calibrated = [last.calibration.predict(terms[k]) for k in keys]
     uncalibrated = [sum(terms[k].values()) for k in keys]
     scale = statistics.median(a / b for a, b in zip(y, uncalibrated))
@@ -140,6 +166,8 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
         "plan_top1_h100": {"layout": label(h100), "seconds": measured(h100)},
         "plan_top1_probe": {"layout": label(cands[0]), "seconds": measured(cands[0])},
         "grid_paddle_order": grid, "random_search_mean": random_best,
+        "grid_paddle_order_as_measured": grid_measured, "random_search_as_measured": random_measured,
+        "noise_spread_raw": spread(raw), "noise_spread_corrected": spread(times),
         "spearman_calibrated": spearman(calibrated, y), "spearman_uncalibrated": spearman(uncalibrated, y),
         "mape_calibrated": mape(calibrated, y), "mape_uncalibrated": mape(uncalibrated, y),
         "mape_uncalibrated_scaled": mape([scale * u for u in uncalibrated], y),
@@ -160,14 +188,19 @@ def report(r: dict) -> str:
                      f"{t['choice']:.3f} | {t['vs_best']:+.1%} |")
     for name, value in ((f"plan's top-1, H100 defaults: {r['plan_top1_h100']['layout']}", r["plan_top1_h100"]["seconds"]),
                         (f"plan's top-1, probed constants: {r['plan_top1_probe']['layout']}", r["plan_top1_probe"]["seconds"]),
-                        ("grid search in Paddle's order", r["grid_paddle_order"]),
-                        ("random search (mean of 1,000)", r["random_search_mean"])):
+                        ("grid search in Paddle's order, the best of its 12 by the ground truth", r["grid_paddle_order"]),
+                        ("grid search in Paddle's order, chosen by one run each", r["grid_paddle_order_as_measured"]),
+                        ("random search, the best of its 12 by the ground truth (mean of 1,000)",
+                         r["random_search_mean"]),
+                        ("random search, chosen by one run each (mean of 1,000)", r["random_search_as_measured"])):
         lines.append(f"| {name} | {value:.3f} | {value / r['best_seconds'] - 1:+.1%} |")
     lines += ["", f"- tune's choice within 5% of the best in {r['within_5pct']} of {len(r['tunes'])} runs; its worst "
               f"choice {worst:.3f} s against the baselines' {min(r['plan_top1_h100']['seconds'], r['plan_top1_probe']['seconds'], r['grid_paddle_order'], r['random_search_mean']):.3f} s at best",
               f"- calibrated (last run) on all {r['measured_layouts']} layouts: Spearman {r['spearman_calibrated']:.2f} "
               f"(uncalibrated {r['spearman_uncalibrated']:.2f}), MAPE {r['mape_calibrated']:.1%} (uncalibrated "
               f"{r['mape_uncalibrated']:.1%}; with one best common scale {r['mape_uncalibrated_scaled']:.1%})",
+              f"- noise: one layout's runs differ by {r['noise_spread_raw'] or 0:.0%} at the median as measured, "
+              f"{r['noise_spread_corrected'] or 0:.0%} corrected to the probe's speed",
               f"- memory: every ok trial within {r['memory_max_error']:.1%} of estimate_memory",
               f"- time: a tune {r['tune_seconds_mean']:.0f} s, one exhaustive pass {r['exhaustive_pass_seconds']:.0f} s "
               f"({r['tune_share_of_exhaustive']:.0%})"]

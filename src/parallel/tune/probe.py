@@ -8,7 +8,7 @@ and not an H100's. Rank 0 writes OUT/probe.json and the model's OUT/config.json:
      "memory_bandwidth": bytes a second an elementwise update moves (the optimizer step's kind of work),
      "layer_seconds": one decoder layer's forward and backward on a single token (what a call costs regardless of
      its size: dispatch, launches), "memory_bytes": a rank's usable memory (the GPU's; on a CPU the machine's over its
-     local ranks)}
+     local ranks), "reference_seconds": the reference workload (`reference_seconds`) that each trial runs too}
 """
 
 from __future__ import annotations
@@ -81,7 +81,35 @@ def probe(config: Any, local_ranks: int) -> dict[str, Any]:
         "memory_bandwidth": 2 * big.numel() * big.element_size() / moved,
         "layer_seconds": _slowest(_layer_seconds(config, device, cuda)),
         "memory_bytes": _memory_bytes(device, local_ranks),
+        "reference_seconds": _slowest(_time(lambda: reference_seconds(device), cuda)),
     }
+
+
+_REFERENCE: dict[torch.device, tuple[torch.Tensor, torch.nn.Module, torch.Tensor]] = {}
+
+
+def reference_seconds(device: torch.device) -> float:
+    """A fixed workload's seconds on this rank: some matmuls and a small network's forward and backward (dispatch,
+    as the small calls of a step). Run by the probe and after each timed step of a trial, all ranks at once: a trial's
+    step time is compared with the others' at the probe's speed (step × probe's / trial's reference), so a machine
+    that slows down or speeds up over a tune (a shared VM, a GPU's clocks) does not reorder the layouts."""
+    if device not in _REFERENCE:
+        g = torch.Generator().manual_seed(0)
+        small = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(8)]).to(device)
+        _REFERENCE[device] = (torch.randn(256, 256, generator=g).to(device), small,
+                              torch.randn(4, 32, generator=g).to(device))
+    a, net, x = _REFERENCE[device]
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for _ in range(40):
+        a @ a
+    for _ in range(20):
+        net(x).sum().backward()
+    if cuda:
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - start
 
 
 def _time(fn: Callable[[], Any], cuda: bool, repeat: int = 7) -> float:

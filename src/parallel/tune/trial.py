@@ -2,8 +2,9 @@
 of the launcher (torchrun). Rank 0 writes OUT/trial.json:
 
     {"status": "ok" | "cut" | "oom" | "error", "step_seconds": median of the timed steps (each the slowest rank's),
-     "steps": [every timed step's seconds], "warmup": n, "memory": {"peak_bytes": the largest rank's, "per_rank": [...],
-     "estimate_bytes": estimate_memory's total, "parts": this rank's measured parts}, "error": "...", "seconds": wall}
+     "steps": [every timed step's seconds], "warmup": n, "reference_seconds": the median of the reference workload's
+     seconds (`probe.reference_seconds`, the slowest rank's) run after each timed step,
+     "memory": {"peak_bytes": the largest rank's, "per_rank": [...], "estimate_bytes": estimate_memory's total, "parts": this rank's measured parts}, "error": "...", "seconds": wall}
 
 Steps: `--warmup` steps (the first measures memory: the activations saved for backward through saved-tensor hooks,
 and the model states after the update, as `strategy.estimate_memory` counts them; on CUDA the allocator's peak is
@@ -36,6 +37,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from .probe import reference_seconds
 
 INJECT_ENV, TRIAL_ENV = "STRATEGY_TUNE_INJECT", "STRATEGY_TUNE_TRIAL"
 OOM_EXIT = 3  # the exit status of a rank that ran out of memory (the tuner reads trial.json or oom_rankR.json first)
@@ -99,8 +102,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     memory = _memory(training)
     for k in range(1, args.warmup):
         training.step(k)
-    status, times, last = _timed_steps(training, args, failure)
+    status, times, last, references = _timed_steps(training, args, failure)
     return {"status": status, "step_seconds": statistics.median(times), "steps": times, "warmup": args.warmup,
+            "reference_seconds": statistics.median(references),
             "world_size": training.hcg.world_size, "tflops_per_device": last["tflops_per_device"] if last else None,
             "memory": memory}
 
@@ -183,13 +187,16 @@ def _memory(t: _Training) -> dict[str, Any]:
             "estimate_total_bytes": t.estimate.total, "parts_rank0": parts}
 
 
-def _timed_steps(t: _Training, args: argparse.Namespace, failure: str | None) -> tuple[str, list[float], Any]:
-    """Timed steps until stable, the cap, or a cut: (status, each step's slowest rank's seconds, the last record)."""
+def _timed_steps(t: _Training, args: argparse.Namespace,
+                 failure: str | None) -> tuple[str, list[float], Any, list[float]]:
+    """Timed steps until stable, the cap, or a cut: (status, each step's slowest rank's seconds, the last record, the
+    reference workload's seconds after each step)."""
     import parallel
 
     meter = parallel.Meter(t.hcg, t.model, tokens_per_step=args.global_batch * args.seq_len, seq_len=args.seq_len,
                            echo=lambda line: None, interval=1)
     times: list[float] = []
+    references: list[float] = []
     status = "ok"
     try:
         for k in range(args.warmup, args.warmup + args.max_steps):
@@ -201,6 +208,7 @@ def _timed_steps(t: _Training, args: argparse.Namespace, failure: str | None) ->
                 t.step(k)
             assert meter.last is not None
             times.append(meter.last["step_seconds"]["max"])
+            references.append(max(_gather_floats(reference_seconds(t.device))))
             if args.cut_seconds and len(times) >= 2 and statistics.median(times) > args.cut_seconds:
                 status = "cut"  # (two steps: one slow step is noise as often as not)
                 break
@@ -208,7 +216,7 @@ def _timed_steps(t: _Training, args: argparse.Namespace, failure: str | None) ->
                 break
     finally:
         meter.close()
-    return status, times, meter.last
+    return status, times, meter.last, references
 
 
 def _comparable(estimate: Any, device: torch.device) -> float:

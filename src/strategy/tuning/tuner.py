@@ -25,7 +25,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ class Trial:
     error: str = ""
     reused: bool = False  # from the history of an earlier run
     samples: list[float] = field(default_factory=list)  # each ok run's step seconds (step_seconds: their median)
+    speed: float = 1.0  # the first run's correction to the probe's speed (`corrected`): its step seconds × this
 
     @property
     def measured(self) -> bool:
@@ -132,6 +133,7 @@ def tune(model: str | os.PathLike[str], *, world_size: int, seq_len: int, global
     runner = _Runner(prefix, command, dict(os.environ if env is None else env), out, out / "probe" / "config.json",
                      seq_len, global_batch, trial_timeout, warmup, max_steps, tolerance, cut)
     probe = _probe(model, seq_len, out / "probe", prefix, runner.env, trial_timeout, say)
+    runner = replace(runner, reference=probe.get("reference_seconds"))
     history, trials, cost = _layouts(probe, runner, world_size=world_size, gpus_per_node=gpus_per_node,
                                      headroom=headroom, say=say)
     shortlist = _shortlist(trials, top)
@@ -140,7 +142,7 @@ def tune(model: str | os.PathLike[str], *, world_size: int, seq_len: int, global
     state = _State(trials, cost, history.context)
     show = _Bar(max_trials, sys.stderr.isatty() if bar is None else bar)
     try:
-        ran = _resume(trials, history, state, show, say)
+        ran = _resume(trials, history, state, show, say, runner.reference)
         ran, stopped = _loop(shortlist, state, history, runner, show, say, max_trials=max_trials, ran=ran,
                              deadline=None if budget_seconds is None else started + budget_seconds)
     finally:
@@ -202,16 +204,28 @@ class _Runner:
     max_steps: int
     tolerance: float
     cut: float
+    reference: float | None = None  # the probe's reference workload seconds: the speed trials are corrected to
 
 
-def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar",
-            say: Callable[[str], None]) -> list[Trial]:
+def corrected(result: Mapping[str, Any], reference: float | None) -> float | None:
+    """A trial's step seconds at the probe's speed: the measured step × the probe's reference workload seconds /
+    the trial's (run after each of its steps). A machine's drift over a tune (this 2-CPU VM's trials of one layout
+    differ by 26% at the median, run after run) then does not reorder the layouts. As measured when either is
+    unknown (a user's own command does not run the reference)."""
+    seconds, mine = result.get("step_seconds"), result.get("reference_seconds")
+    if seconds is None or not reference or not mine:
+        return seconds
+    return float(seconds) * reference / float(mine)
+
+
+def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar", say: Callable[[str], None],
+            reference: float | None) -> list[Trial]:
     """The trials an earlier run of this tune finished (in their order), taken as measured; the fit made on them."""
     done = sorted((t for t in trials if history.finished(t.key)), key=lambda t: history.entries[t.key].trial)
     for k, t in enumerate(done, 1):
         t.number = k
         for result in history.results(t.key):
-            _fill(t, result)
+            _fill(t, result, reference)
         t.reused = True
     if done:
         state.refit()
@@ -367,7 +381,7 @@ def _measure(t: Trial, history: History, runner: _Runner, state: "_State", *,
     if number == t.number and history.interrupted(t.key) >= 2:  # it started twice and never ended: what killed the tune may be this trial
         result: dict[str, Any] = {"status": "error", "wall_seconds": 0.0, "estimate_bytes": c.memory.total,
                                   "error": "interrupted twice (the tune was killed during it each time): not retried"}
-        _fill(t, result)
+        _fill(t, result, None)
         history.end(t.key, t.number, result)
         return result
     layout = {"degrees": c.degrees, "sharding_stage": c.stage, "recompute": c.recompute,
@@ -386,7 +400,7 @@ def _measure(t: Trial, history: History, runner: _Runner, state: "_State", *,
                        global_batch=r.global_batch, timeout=r.timeout, warmup=r.warmup, max_steps=r.max_steps,
                        tolerance=r.tolerance, cut_seconds=cut)
     result["log"] = str((folder / "log.txt").relative_to(r.out))
-    _fill(t, result)
+    _fill(t, result, r.reference)
     history.end(t.key, number, result)
     return result
 
@@ -413,6 +427,7 @@ def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | 
                          env={**env, "STRATEGY_TUNE_TRIAL": str(number)})
     memory = outcome.result.get("memory") or {}
     result = {"status": outcome.status, "step_seconds": outcome.result.get("step_seconds"),
+              "reference_seconds": outcome.result.get("reference_seconds"),
               "steps": outcome.result.get("steps", []), "memory_bytes": memory.get("peak_bytes"),
               "estimate_bytes": memory.get("estimate_bytes", c.memory.total), "wall_seconds": outcome.wall_seconds}
     if outcome.error:
@@ -420,17 +435,20 @@ def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | 
     return result
 
 
-def _fill(t: Trial, result: Mapping[str, Any]) -> None:
+def _fill(t: Trial, result: Mapping[str, Any], reference: float | None) -> None:
     """`t` after a run: its first run gives its status; a repeat that is ok adds a sample (the step time is the
-    median of the samples), one that fails is recorded in the history only."""
+    median of the samples), one that fails is recorded in the history only. Step times are `corrected` to the
+    probe's speed (`reference`)."""
+    seconds = corrected(result, reference)
     if t.status == "ok":
-        if result["status"] == "ok" and result.get("step_seconds") is not None:
-            t.samples.append(float(result["step_seconds"]))
+        if result["status"] == "ok" and seconds is not None:
+            t.samples.append(float(seconds))
             t.step_seconds = statistics.median(t.samples)
             t.wall_seconds += float(result.get("wall_seconds", 0.0))
         return
     t.status = result["status"]
-    t.step_seconds = result.get("step_seconds") if t.status in ("ok", "cut") else None
+    t.step_seconds = seconds if t.status in ("ok", "cut") else None
+    t.speed = seconds / result["step_seconds"] if seconds and result.get("step_seconds") else 1.0
     t.samples = [float(t.step_seconds)] if t.step_seconds is not None else []
     t.memory_bytes = result.get("memory_bytes")
     t.estimate_bytes = result.get("estimate_bytes")
@@ -467,8 +485,11 @@ class _Bar:
                 memory = (f", memory {t.memory_bytes / 2 ** 20:.1f} MiB (estimate {estimate / 2 ** 20:.1f}, "
                           f"{(estimate - t.memory_bytes) / t.memory_bytes:+.1%})")
             chosen = "" if t.reused else f", calibrated {t.chosen_at:.3f} s {(t.chosen_at - y) / y:+.0%}"
-            return (f"{head}: {y:.3f} s/step (plan {t.uncalibrated:.3f} s {(t.uncalibrated - y) / y:+.0%}{chosen})"
-                    f"{memory}")
+            drift = 1 / t.speed - 1  # the machine slower (> 0) than at the probe, by the reference workload
+            speed = (f"{y / t.speed:.3f} measured, the machine {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} "
+                     "than at the probe; " if abs(drift) >= 0.005 else "")
+            plan = f"plan {t.uncalibrated:.3f} s {(t.uncalibrated - y) / y:+.0%}"
+            return f"{head}: {y:.3f} s/step ({speed}{plan}{chosen}){memory}"
         return f"{head}: {t.error.splitlines()[-1][:200] if t.error else ''}"
 
     def update(self, done: int, state: _State) -> None:
@@ -484,14 +505,14 @@ class _Bar:
 
 
 def table(result: TuneResult) -> str:
-    """The trials as a Markdown table: the measured step time against the plan's prediction (the probed constants,
-    uncalibrated) and against the calibrated prediction when the trial was chosen (fitted on the trials before it
-    only: out of sample), and the measured memory against estimate_memory; each error as (predicted − measured) /
+    """The trials as a Markdown table: the measured step time (corrected to the probe's speed) against the plan's
+    prediction (the probed constants, uncalibrated) and against the calibrated prediction when the trial was chosen
+    (fitted on the trials before it only: out of sample), and the measured memory against estimate_memory; each error as (predicted − measured) /
     measured."""
     def cell(predicted: float, y: float | None) -> str:
         return f"{predicted:.3f} ({(predicted - y) / y:+.0%})" if y else f"{predicted:.3f}"
 
-    rows = ["| # | layout | status | step s | plan's s (error) | calibrated when chosen s (error) | memory MiB | "
+    rows = ["| # | layout | status | step s (at the probe's speed) | plan's s (error) | calibrated when chosen s (error) | memory MiB | "
             "estimate MiB (error) |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for t in result.trials:
         c = t.candidate
@@ -533,7 +554,7 @@ def _write_outputs(result: TuneResult, world_size: int, seq_len: int, say: Calla
         return
     path = out / "best.prototxt"
     head = (f"# strategy tune: the fastest of {len(result.trials)} trials on {world_size} ranks, {seq_len} tokens a "
-            f"sequence: {best.step_seconds:.4f} s a step measured\n")
+            f"sequence: {best.step_seconds:.4f} s a step measured (at the probe's speed)\n")
     resolve(loads(best.candidate.text), world_size=world_size)  # strict, at the world size: what a run will load
     write_atomic(path, (head + best.candidate.text).encode())
     say(f"tune: best {best.describe()}, {best.step_seconds:.3f} s a step (trial {best.number}); wrote {path}, "

@@ -19,6 +19,7 @@ import pytest
 
 import strategy
 from strategy.tuning.history import SCHEMA_PATH
+from strategy.tuning.tuner import corrected
 
 TINY = {"model_type": "llama", "vocab_size": 128, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 96, "max_position_embeddings": 64, "tie_word_embeddings": False}
@@ -65,7 +66,8 @@ def test_an_oom_a_hang_and_a_slow_trial_are_recorded_and_the_tune_goes_on_to_a_s
     assert not trial_processes(tmp_path / "tune" / "trials" / hung.key[:12])  # none of its processes survives
     # one line per trial, with its status and figures
     per_trial = [line for line in lines if line.startswith("[")]
-    assert [line.split("]")[1].split()[0] for line in per_trial] == statuses and " s/step (plan " in per_trial[0]
+    assert [line.split("]")[1].split()[0] for line in per_trial] == statuses and " s/step (" in per_trial[0]
+    assert "plan " in per_trial[0] and "calibrated " in per_trial[0]
     measured = [t for t in result.trials if t.status in ("ok", "cut")]
     for t in result.trials:
         if t.status == "ok":  # measured memory (model states + saved activations) against estimate_memory
@@ -77,6 +79,13 @@ def test_an_oom_a_hang_and_a_slow_trial_are_recorded_and_the_tune_goes_on_to_a_s
     assert [r["event"] for r in history] == ["start", "end"] * 5
     cut = result.trials[3]  # two timed steps of a second each, then ended: over twice the best
     assert len(history[7]["result"]["steps"]) == 2 and cut.step_seconds > 2 * result.trials[0].step_seconds
+    # each measured step time is compared at the probe's speed: as measured × the probe's reference workload seconds
+    # / the trial's
+    probe = json.loads((tmp_path / "tune" / "probe" / "probe.json").read_text())
+    first = history[1]["result"]
+    assert probe["reference_seconds"] > 0 and first["reference_seconds"] > 0
+    assert result.trials[0].step_seconds == pytest.approx(
+        first["step_seconds"] * probe["reference_seconds"] / first["reference_seconds"])
     best = tmp_path / "tune" / "best.prototxt"
     assert result.best is min((t for t in measured if t.status == "ok"), key=lambda t: t.step_seconds)
     strategy.resolve(strategy.load(best), world_size=1)  # strict
@@ -113,10 +122,11 @@ def test_a_tune_killed_with_sigkill_goes_on_from_its_history_without_rerunning_a
     assert not set(firsts) & ended  # no finished trial runs again
     assert firsts.count(running) == 1  # the interrupted one, once
     assert rerun.stdout.count("(from the history)") == 2
-    runs: dict[str, list[float]] = {}  # each layout's ok runs (a close contender measured again has several)
+    runs: dict[str, list[float]] = {}  # each layout's ok runs (a close contender measured again has several), at
+    reference = json.loads((out / "probe" / "probe.json").read_text())["reference_seconds"]  # the rerun probe's speed
     for r in records(out):
         if r["event"] == "end" and r["result"]["status"] == "ok":
-            runs.setdefault(r["key"], []).append(r["result"]["step_seconds"])
+            runs.setdefault(r["key"], []).append(corrected(r["result"], reference))
     fastest = min(statistics.median(v) for v in runs.values())
     best = (out / "best.prototxt").read_text()
     assert f"{fastest:.4f} s a step measured" in best.splitlines()[0]  # the best of both runs together

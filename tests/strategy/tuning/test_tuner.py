@@ -74,19 +74,19 @@ def test_the_close_contenders_of_the_best_are_measured_again_up_to_three_runs_ea
     ts = fresh(trials)
     state = _State(ts, CostModel(), CONTEXT)
     for t, seconds in zip(ts, (0.20, 0.21, 0.30)):  # the third beyond 10% of the best: not a contender
-        _fill(t, {"status": "ok", "step_seconds": seconds})
+        _fill(t, {"status": "ok", "step_seconds": seconds}, None)
     order = []
     for again in (0.22, 0.18, 0.23, 0.19):
         t = _confirm(state)
         order.append(ts.index(t))
-        _fill(t, {"status": "ok", "step_seconds": again})
+        _fill(t, {"status": "ok", "step_seconds": again}, None)
     # fewest runs first, the faster of equals (after two runs each: 0.195 against 0.21); three runs each, then done
     assert order == [0, 1, 1, 0] and _confirm(state) is None
     assert ts[0].samples == [0.20, 0.22, 0.19] and ts[0].step_seconds == 0.20 and state.best() is ts[0]
     assert ts[1].samples == [0.21, 0.18, 0.23] and ts[1].step_seconds == 0.21
-    _fill(ts[1], {"status": "timeout"})  # a repeat that fails keeps what was measured
+    _fill(ts[1], {"status": "timeout"}, None)  # a repeat that fails keeps what was measured
     assert ts[1].status == "ok" and ts[1].samples == [0.21, 0.18, 0.23]
     alone = fresh(trials)
-    _fill(alone[0], {"status": "ok", "step_seconds": 0.2})
-    _fill(alone[1], {"status": "ok", "step_seconds": 0.3})
+    _fill(alone[0], {"status": "ok", "step_seconds": 0.2}, None)
+    _fill(alone[1], {"status": "ok", "step_seconds": 0.3}, None)
     assert _confirm(_State(alone, CostModel(), CONTEXT)) is None  # no contender within 10%: nothing to run again
