@@ -354,7 +354,7 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
         comm["ep"] = 4 * shape.sparse_layers / d["pp"] * micro * (d["ep"] - 1) / d["ep"] * routed / (
             cost.inter_node_bandwidth if d["ep"] > per_node else cost.intra_node_bandwidth)  # ep: the innermost
     calls = micro * (layers + 1) * recompute * cost.layer_seconds  # (+1: the embedding, head and loss)
-    hit = min(shape.experts / d["ep"], shape.top_k * local_tokens * d["ep"])  # a rank's experts a micro-batch reaches
+    hit = min(shape.experts / d["ep"], shape.top_k * local_tokens)  # a rank's experts its routed copies can reach
     experts = micro * shape.sparse_layers / d["pp"] * hit * recompute * cost.layer_seconds / 4
     update = 2 * memory.model_states / cost.memory_bandwidth
     bubble = (d["pp"] - 1) / micro * (compute + sum(comm.values()) + calls + experts) if d["pp"] > 1 else 0.0

@@ -9,7 +9,7 @@ import strategy
 from strategy.planning.calibration import fit
 from strategy.planning.search import CostModel
 from strategy.tuning.history import History, trial_key
-from strategy.tuning.tuner import Trial, _measure, _shortlist, _State, family
+from strategy.tuning.tuner import Trial, _fill, _measure, _shortlist, _State, corrected, family
 
 LLAMA = {"model_type": "llama", "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 4,
          "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 688, "max_position_embeddings": 128}
@@ -69,7 +69,7 @@ def test_the_tune_stops_when_no_unmeasured_layout_can_beat_the_best(trials):
 
 
 def test_the_close_contenders_of_the_best_are_measured_again_up_to_three_runs_each(trials):
-    from strategy.tuning.tuner import _confirm, _fill
+    from strategy.tuning.tuner import _confirm
 
     ts = fresh(trials)
     state = _State(ts, CostModel(), CONTEXT)
@@ -90,3 +90,17 @@ def test_the_close_contenders_of_the_best_are_measured_again_up_to_three_runs_ea
     _fill(alone[0], {"status": "ok", "step_seconds": 0.2}, None)
     _fill(alone[1], {"status": "ok", "step_seconds": 0.3}, None)
     assert _confirm(_State(alone, CostModel(), CONTEXT)) is None  # no contender within 10%: nothing to run again
+
+
+def test_step_times_are_compared_at_the_probes_speed(trials):
+    """A trial run while the machine was 25% slower (its reference workload took 1.25× the probe's) counts as 0.8 of
+    what it measured; without a reference on either side (a user's command) it counts as measured."""
+    assert corrected({"step_seconds": 0.5, "reference_seconds": 0.025}, 0.02) == pytest.approx(0.4)
+    assert corrected({"step_seconds": 0.5}, 0.02) == 0.5 and corrected({"step_seconds": 0.5, "reference_seconds": 0.025},
+                                                                         None) == 0.5
+    assert corrected({"status": "oom"}, 0.02) is None
+    t = fresh(trials)[0]
+    _fill(t, {"status": "ok", "step_seconds": 0.5, "reference_seconds": 0.025}, 0.02)
+    assert t.step_seconds == pytest.approx(0.4) and t.speed == pytest.approx(0.8)
+    _fill(t, {"status": "ok", "step_seconds": 0.5, "reference_seconds": 0.02}, 0.02)  # measured again at full speed
+    assert t.samples == pytest.approx([0.4, 0.5]) and t.step_seconds == pytest.approx(0.45)
