@@ -277,6 +277,9 @@ def _why_not(shape: ModelShape, d: dict[str, int], per_node: int, seq_len: int, 
         return "pp with sep, cp or ep (the runtime does not compose them)"
     if d["ep"] > 1 and (d["sep"] > 1 or d["cp"] > 1):
         return "ep with sep or cp (refused by the strategy)"
+    if d["pp"] > 1 and shape.router_loss:
+        return ("pp with the router's load-balancing loss (config.output_router_logits): the stages do not pass the "
+                "router logits on (refused by the runtime)")
     return ""
 
 

@@ -11,7 +11,7 @@ attention (q, k, v, o) and an MLP (gate, up, down) or experts, a final norm and 
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 __all__ = ["ModelShape", "Part", "model_shape"]
@@ -61,6 +61,9 @@ class ModelShape:
     # in fp32 units (1: the softmax's output; Gemma 2's softcap 2, gpt-oss's sink column 1 + 1/s); 0 under a fused
     # kernel (SDPA, flash), which keeps a log-sum-exp instead.
     attention_scores: float = 0.0
+    # The router's load-balancing loss is part of the model's loss (config.output_router_logits with a coefficient):
+    # the pipeline refuses it (its stages do not pass the router logits on; parallel.pipeline.losses).
+    router_loss: bool = False
     # Every weight as counted from the model itself (parallel.compose.model_shape, for any other model_type); empty:
     # the Llama family's layout below, from the widths above.
     counted: tuple[Part, ...] = ()
@@ -129,8 +132,9 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
             raise ValueError(f"{config}: a Hugging Face config.json holds one object, not {type(loaded).__name__}")
         c = loaded
     kind = str(c.get("model_type", "llama"))
+    router_loss = bool(c.get("output_router_logits")) and bool(c.get("router_aux_loss_coef") or 0.0)
     if kind not in KNOWN:
-        return _counted_by_the_runtime(c, kind)
+        return replace(_counted_by_the_runtime(c, kind), router_loss=router_loss)
 
     def need(key: str, *aliases: str) -> int:
         for k in (key, *aliases):
@@ -155,7 +159,7 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
         intermediate=need("intermediate_size") if sparse < layers else int(c.get("intermediate_size", 0)),
         tied=bool(c.get("tie_word_embeddings", False)),
         qkv_bias=kind == "qwen2" or bool(c.get("attention_bias", False)), qk_norm=kind in ("qwen3", "qwen3_moe"),
-        experts=experts, top_k=top_k, expert_intermediate=expert_inner, sparse_layers=sparse)
+        experts=experts, top_k=top_k, expert_intermediate=expert_inner, sparse_layers=sparse, router_loss=router_loss)
 
 
 def _counted_by_the_runtime(config: dict[str, Any], kind: str) -> ModelShape:

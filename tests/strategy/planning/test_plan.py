@@ -243,3 +243,21 @@ def test_a_written_file_counts_its_micro_batch_in_sequences_singular_for_one(tmp
     comments = {k: (tmp_path / "plans" / f"candidate-{k}.prototxt").read_text().splitlines()[2] for k in (1, 2)}
     assert comments == {1: "# micro-batches of 2 sequences, 4 a step on each data rank",
                         2: "# micro-batches of 1 sequence, 8 a step on each data rank"}
+
+
+def test_a_model_whose_loss_holds_the_routers_loss_gets_no_pipeline_layouts(tmp_path):
+    """The pipeline refuses a model whose loss adds the router's load-balancing loss (its stages do not pass the router
+    logits on): the plan leaves pp out for it, saying why, and keeps pp for the same model without that loss."""
+    config = {"model_type": "qwen3_moe", "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 4,
+              "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 32, "intermediate_size": 688,
+              "max_position_embeddings": 128, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
+              "decoder_sparse_step": 1}
+    found = {}
+    for router_loss in (True, False):
+        path = tmp_path / f"moe_{router_loss}.json"
+        path.write_text(json.dumps({**config, "output_router_logits": router_loss, "router_aux_loss_coef": 0.01}))
+        found[router_loss] = strategy.plan(str(path), gpus=2, gpu_memory=80 * 2 ** 30, seq_len=128, global_batch=8,
+                                           top=10 ** 6)
+    assert not [c for c in found[True].candidates if c.degrees["pp"] > 1]
+    assert any("pp with the router's load-balancing loss" in str(cut) for cut in found[True].cut)
+    assert [c for c in found[False].candidates if c.degrees["pp"] > 1]

@@ -126,3 +126,4 @@ def test_an_moe_layers_expert_calls_are_a_term_of_their_own_that_ep_divides(tmp_
     assert one(1).terms["experts"] == pytest.approx(one(1).terms["layers"] * 8 / 4 * 4 / 5)  # 8 experts, 4 of 5 calls
     plain = strategy.plan(str(dense), gpus=2, gpu_memory=80 * 2 ** 30, seq_len=128, global_batch=8, top=10 ** 6)
     assert all(c.terms["experts"] == 0 for c in plain.candidates)
+
