@@ -103,6 +103,7 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
                   f"stopped: {result.stopped}", file=sys.stderr, flush=True)
     if cached and not cached.exists():
         cached.parent.mkdir(parents=True, exist_ok=True)
+        (cached.parent / f"probe_{model}.json").write_text(json.dumps(probe))  # (bench/tune_replay.py reads it)
         cached.write_text(json.dumps({"times": {str(k): v for k, v in times.items()}, "pass_seconds": pass_seconds,
                                       "raw": {str(k): v for k, v in raw.items()},
                                       "reference_seconds": probe.get("reference_seconds"),
