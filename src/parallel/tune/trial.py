@@ -11,7 +11,7 @@ and the model states after the update, as `strategy.estimate_memory` counts them
 taken as well), then timed steps until the median stops moving (the median of all within `--tolerance` of the median
 before the last two, after at least five and `--min-steps`), or `--max-steps`. When the median of the timed steps
 (two at least) is slower than `--cut-seconds` the trial ends as "cut" (the tuner passes a multiple of its best step
-so far). Every rank takes the same decisions: they read the step time the
+so far, at the probe's speed, and `--probe-reference`: the steps are compared at that speed too). Every rank takes the same decisions: they read the step time the
 Meter gathers from all ranks.
 
 `STRATEGY_TUNE_INJECT` (e.g. "oom@3,hang@5") makes trial number `STRATEGY_TUNE_TRIAL` fail on purpose: "oom" raises
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tolerance", type=float, default=0.03)
     p.add_argument("--cut-seconds", type=float, default=0.0,
                    help="a median of the timed steps slower than this ends the trial (0: never)")
+    p.add_argument("--probe-reference", type=float, default=0.0,
+                   help="the probe's reference workload seconds: the steps are compared with --cut-seconds at the "
+                   "probe's speed (0: as measured)")
     args = p.parse_args(argv)
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))))
     started = time.perf_counter()
@@ -102,6 +105,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     memory = _memory(training)
     for k in range(1, args.warmup):
         training.step(k)
+    reference_seconds(training.device)  # (warm, as the probe's is, before the first timed one)
     status, times, last, references = _timed_steps(training, args, failure)
     return {"status": status, "step_seconds": statistics.median(times), "steps": times, "warmup": args.warmup,
             "reference_seconds": statistics.median(references),
@@ -209,7 +213,8 @@ def _timed_steps(t: _Training, args: argparse.Namespace,
             assert meter.last is not None
             times.append(meter.last["step_seconds"]["max"])
             references.append(max(_gather_floats(reference_seconds(t.device))))
-            if args.cut_seconds and len(times) >= 2 and statistics.median(times) > args.cut_seconds:
+            speed = args.probe_reference / statistics.median(references) if args.probe_reference else 1.0
+            if args.cut_seconds and len(times) >= 2 and statistics.median(times) * speed > args.cut_seconds:
                 status = "cut"  # (two steps: one slow step is noise as often as not)
                 break
             if len(times) >= max(5, args.min_steps) and _stable(times, args.tolerance):

@@ -1,8 +1,8 @@
 """The plan's time model fitted to measured steps (`strategy tune`), and its file (`strategy plan --calibration`).
 
 The prediction is a weighted sum of the model's terms (`search.step_terms`: compute, each axis's communication, the
-calls of layers and of experts, the optimizer, the bubble, a fixed cost), each term worked out from the cost constants
-(the device probe's when tuning). The fit finds one coefficient per term by least squares on the relative error of the measured trials,
+calls, the optimizer, the bubble, a fixed cost), each term worked out from the cost constants (the device probe's when
+tuning). The fit finds one coefficient per term by least squares on the relative error of the measured trials,
 regularised toward one common scale (ridge): with fewer trials than terms a term no trial shows stays where the common
 scale puts it, and a coefficient is never negative (a term cannot make a step faster). A communication coefficient
 below the common scale is the share of that traffic the runtime hides behind compute (overlap).

@@ -42,6 +42,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..resolution.topology import Topology
 from .shapes import ModelShape, model_shape
 
 __all__ = ["MemoryEstimate", "estimate_memory"]
@@ -265,15 +266,15 @@ def _per_token(shape: ModelShape, r: Any, sp: bool, act: int, stream: int, seq_l
 
 
 def _ep_mp_size(r: Any) -> int:
-    """The ranks of rank 0's ep group that are in its mp group too (the runtime's ep_mp group): they split the
-    tokens they share between them before the dispatch."""
-    if r.experts.ep_degree <= 1 or r.mp_degree <= 1:
+    """The fewest ranks an ep group shares with an mp group (the runtime's ep_mp groups, parallel.topology.groups):
+    ranks of both hold the same tokens and split them before the dispatch."""
+    ep, mp = r.experts.ep_degree, r.mp_degree
+    if ep <= 1 or mp <= 1:
         return 1
-    if getattr(r.experts, "topology", None) is None:  # the plan's layouts: the default orders, ep and mp innermost
-        return math.gcd(r.experts.ep_degree, r.mp_degree)
-    ep = next(g for g in r.experts.topology.groups("ep") if 0 in g)
-    mp = next(g for g in r.topology.groups("mp") if 0 in g)
-    return len(set(ep) & set(mp))
+    if not getattr(r.experts, "order", ()):  # the plan's layouts: the default orders, ep and mp both innermost
+        return math.gcd(ep, mp)  # (adjacent blocks of ranks: the smallest overlap of two such groups)
+    mp_of = {rank: set(g) for g in r.topology.groups("mp") for rank in g}
+    return min(len(set(g) & mp_of[rank]) for g in Topology(r.experts.order, r.experts.dims).groups("ep") for rank in g)
 
 
 def _in_flight(r: Any, pp_rank: int) -> int:

@@ -305,8 +305,7 @@ def _spans_nodes(d: dict[str, int], axis: str, per_node: int) -> bool:
     return inner * d[axis] > per_node
 
 
-TERMS = ("compute", "mp", "dp", "sharding", "pp", "sep", "cp", "ep", "layers", "experts", "optimizer", "bubble",
-         "step")
+TERMS = ("compute", "mp", "dp", "sharding", "pp", "sep", "cp", "ep", "layers", "optimizer", "bubble", "step")
 
 
 def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: MemoryEstimate, seq_len: int,
@@ -314,9 +313,8 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
     """A step's seconds on one rank, by term (`TERMS`; their sum is the prediction before calibration): the compute,
     each axis's communication (not overlapped: a calibration's coefficient below 1 is the share hidden), the calls'
     own cost (`layer_seconds` a decoder layer and micro-batch: why larger micro-batches are faster on one GPU too),
-    the calls of an MoE layer's experts (one call each per micro-batch, however few tokens it routes: a quarter of a
-    layer's call each until fitted), the optimizer's update (the model states streamed twice over
-    `memory_bandwidth`), the pipeline bubble, and a step's fixed cost."""
+    the optimizer's update (the model states streamed twice over `memory_bandwidth`), the pipeline bubble, and a
+    step's fixed cost."""
     tokens = global_batch * seq_len
     recompute = 4 / 3 if layout.recompute.enabled else 1  # one more forward
     flops = 6 * shape.active_parameters * tokens * recompute
@@ -357,11 +355,9 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
         comm["ep"] = 4 * shape.sparse_layers / d["pp"] * micro * (d["ep"] - 1) / d["ep"] * routed / (
             cost.inter_node_bandwidth if d["ep"] > per_node else cost.intra_node_bandwidth)  # ep: the innermost
     calls = micro * (layers + 1) * recompute * cost.layer_seconds  # (+1: the embedding, head and loss)
-    hit = min(shape.experts / d["ep"], shape.top_k * local_tokens)  # a rank's experts its routed copies can reach
-    experts = micro * shape.sparse_layers / d["pp"] * hit * recompute * cost.layer_seconds / 4
     update = 2 * memory.model_states / cost.memory_bandwidth
-    bubble = (d["pp"] - 1) / micro * (compute + sum(comm.values()) + calls + experts) if d["pp"] > 1 else 0.0
-    return {"compute": compute, **comm, "layers": calls, "experts": experts, "optimizer": update, "bubble": bubble,
+    bubble = (d["pp"] - 1) / micro * (compute + sum(comm.values()) + calls) if d["pp"] > 1 else 0.0
+    return {"compute": compute, **comm, "layers": calls, "optimizer": update, "bubble": bubble,
             "step": cost.step_seconds}
 
 

@@ -132,7 +132,8 @@ def model_shape(config: Mapping[str, Any] | str | os.PathLike[str]) -> ModelShap
             raise ValueError(f"{config}: a Hugging Face config.json holds one object, not {type(loaded).__name__}")
         c = loaded
     kind = str(c.get("model_type", "llama"))
-    router_loss = bool(c.get("output_router_logits")) and bool(c.get("router_aux_loss_coef") or 0.0)
+    # (a config.json without the coefficient gets its class's default, above 0: Qwen3-MoE's and Mixtral's 0.001)
+    router_loss = bool(c.get("output_router_logits")) and c.get("router_aux_loss_coef", 0.001) != 0
     if kind not in KNOWN:
         return replace(_counted_by_the_runtime(c, kind), router_loss=router_loss)
 

@@ -40,6 +40,9 @@ __all__ = ["Trial", "TuneResult", "tune", "family"]
 # budget kept for it (a third of a budget above 6, at most CONFIRM_RESERVE). Chosen by replaying the policy against a
 # recorded ground truth (bench/tune_replay.py): on the examples' Llama, 10% and 2 kept trials chose within 5% of the
 # best in 58% of 60 replays, 20% and 4 in 85-88%.
+# How the history's step times compare: a history written before they were corrected to the probe's speed counts as
+# another context (its times are not comparable with the corrected ones).
+TIMING = "at the probe's speed"
 CONFIRM_WITHIN = 0.20
 CONFIRM_RUNS = 3
 CONFIRM_RESERVE = 4
@@ -165,7 +168,7 @@ def _layouts(probe: Mapping[str, Any], runner: _Runner, *, world_size: int, gpus
     config = json.loads(runner.model.read_text())
     context = {"model": f"{config.get('model_type', '?')}:{context_key(config)[:16]}", "seq_len": seq_len,
                "global_batch": global_batch, "world_size": world_size, "device": probe["device"],
-               "torch": probe["torch"]}
+               "torch": probe["torch"], "timing": TIMING}
     if command:
         context["runner"] = command
     history = History.open(runner.out / "history.jsonl", context)
@@ -402,7 +405,7 @@ def _measure(t: Trial, history: History, runner: _Runner, state: "_State", *,
     cut = r.cut * best.step_seconds if best and best.step_seconds and not t.status else 0.0  # (a repeat runs whole)
     result = run_trial(c, folder, r.prefix, r.command, r.env, number=number, model=r.model, seq_len=r.seq_len,
                        global_batch=r.global_batch, timeout=r.timeout, warmup=r.warmup, max_steps=r.max_steps,
-                       tolerance=r.tolerance, cut_seconds=cut)
+                       tolerance=r.tolerance, cut_seconds=cut, reference=r.reference)
     result["log"] = str((folder / "log.txt").relative_to(r.out))
     _fill(t, result, r.reference)
     history.end(t.key, number, result)
@@ -411,9 +414,10 @@ def _measure(t: Trial, history: History, runner: _Runner, state: "_State", *,
 
 def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | None, env: Mapping[str, str], *,
               number: int, model: Path, seq_len: int, global_batch: int, timeout: float, warmup: int = 2,
-              max_steps: int = 10, tolerance: float = 0.03, cut_seconds: float = 0.0) -> dict[str, Any]:
+              max_steps: int = 10, tolerance: float = 0.03, cut_seconds: float = 0.0,
+              reference: float | None = None) -> dict[str, Any]:
     """One trial of `c` in `folder` (its strategy file, trial.json and log.txt): the result record the history keeps
-    (the schema's `result`)."""
+    (the schema's `result`). `cut_seconds` is at the probe's speed, whose reference workload took `reference`."""
     from ..atomic import write_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -426,7 +430,8 @@ def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | 
         argv = [*prefix, "-m", "parallel.tune.trial", "--strategy", str(strategy_file.resolve()),
                 "--model", str(model.resolve()), "--seq-len", str(seq_len), "--global-batch", str(global_batch),
                 "--out", str(folder.resolve()), "--warmup", str(warmup), "--max-steps", str(max_steps),
-                "--tolerance", str(tolerance), "--cut-seconds", f"{cut_seconds:.6f}"]
+                "--tolerance", str(tolerance), "--cut-seconds", f"{cut_seconds:.6f}",
+                "--probe-reference", f"{reference or 0.0:.9f}"]
     outcome = launch.run(argv, cwd=folder, log=folder / "log.txt", timeout=timeout,
                          env={**env, "STRATEGY_TUNE_TRIAL": str(number)})
     memory = outcome.result.get("memory") or {}
@@ -476,7 +481,7 @@ class _Bar:
             head = f"[{number:>2}/{self.total}] again   {t.describe()}"
             if result["status"] != "ok":
                 return f"{head}: {result['status']} this time, kept at {t.step_seconds:.3f} s"
-            return (f"{head}: {result['step_seconds']:.3f} s/step; the median of its {len(t.samples)} runs "
+            return (f"{head}: {t.samples[-1]:.3f} s/step; the median of its {len(t.samples)} runs "
                     f"{t.step_seconds:.3f} s")
         head = f"[{t.number:>2}/{self.total}] {t.status or '?':7s} {t.describe()}"
         if t.reused:
@@ -491,7 +496,7 @@ class _Bar:
             chosen = "" if t.reused else f", calibrated {t.chosen_at:.3f} s {(t.chosen_at - y) / y:+.0%}"
             drift = 1 / t.speed - 1  # the machine slower (> 0) than at the probe, by the reference workload
             speed = (f"{y / t.speed:.3f} measured, the machine {abs(drift):.0%} {'slower' if drift > 0 else 'faster'} "
-                     "than at the probe; " if abs(drift) >= 0.005 else "")
+                     "than at the probe; " if abs(drift) >= 0.005 and len(t.samples) == 1 else "")
             plan = f"plan {t.uncalibrated:.3f} s {(t.uncalibrated - y) / y:+.0%}"
             return f"{head}: {y:.3f} s/step ({speed}{plan}{chosen}){memory}"
         return f"{head}: {t.error.splitlines()[-1][:200] if t.error else ''}"

@@ -253,11 +253,16 @@ def test_a_model_whose_loss_holds_the_routers_loss_gets_no_pipeline_layouts(tmp_
               "max_position_embeddings": 128, "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 128,
               "decoder_sparse_step": 1}
     found = {}
-    for router_loss in (True, False):
-        path = tmp_path / f"moe_{router_loss}.json"
-        path.write_text(json.dumps({**config, "output_router_logits": router_loss, "router_aux_loss_coef": 0.01}))
-        found[router_loss] = strategy.plan(str(path), gpus=2, gpu_memory=80 * 2 ** 30, seq_len=128, global_batch=8,
-                                           top=10 ** 6)
-    assert not [c for c in found[True].candidates if c.degrees["pp"] > 1]
-    assert any("pp with the router's load-balancing loss" in str(cut) for cut in found[True].cut)
-    assert [c for c in found[False].candidates if c.degrees["pp"] > 1]
+    for name, keys in {"with": {"output_router_logits": True, "router_aux_loss_coef": 0.01},
+                       "default coefficient": {"output_router_logits": True},  # (the config class's, above 0)
+                       "without": {"output_router_logits": False, "router_aux_loss_coef": 0.01},
+                       "zero coefficient": {"output_router_logits": True, "router_aux_loss_coef": 0.0}}.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({**config, **keys}))
+        found[name] = strategy.plan(str(path), gpus=2, gpu_memory=80 * 2 ** 30, seq_len=128, global_batch=8,
+                                    top=10 ** 6)
+    for name in ("with", "default coefficient"):
+        assert not [c for c in found[name].candidates if c.degrees["pp"] > 1], name
+        assert any("pp with the router's load-balancing loss" in str(cut) for cut in found[name].cut), name
+    for name in ("without", "zero coefficient"):
+        assert [c for c in found[name].candidates if c.degrees["pp"] > 1], name

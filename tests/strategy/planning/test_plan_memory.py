@@ -98,3 +98,16 @@ def test_experts_inside_the_mp_group_count_their_share_of_the_tokens(pools):
         for what in ("parameters", "gradients", "optimizer"):
             assert measured[what] == pytest.approx(estimated[what], rel=0.01), (rank, what)
         assert measured["activations"] == pytest.approx(estimated["activations"], rel=0.05), rank
+
+
+def test_the_token_share_follows_the_strategys_order_of_ranks():
+    """With mp outermost, an ep group of adjacent ranks shares no mp group (the runtime makes no ep_mp group): each
+    rank dispatches all its tokens, and the estimate counts all the routed copies again."""
+    outer = '["mp", "dp", "pp", "sharding", "sep", "cp", "moe_sharding", "ep"]'
+    estimates = {}
+    for order in ("", f"order: {outer} "):
+        r = strategy.resolve(strategy.loads(BF16 + f"hybrid_configs {{ dp_degree: 2 mp_degree: 2 ep_degree: 2 {order}}}"),
+                             world_size=4)
+        estimates[order] = strategy.estimate_memory(cases.config("qwen3_moe"), r, seq_len=32, micro_batch_size=2)
+    shared, alone = estimates[""], estimates[f"order: {outer} "]
+    assert alone.parameters == shared.parameters and alone.activations > shared.activations

@@ -107,23 +107,3 @@ def test_a_calibration_that_is_not_json_is_refused_at_its_line(tmp_path):
     with pytest.raises(ValueError, match=rf"^{path}:2:3: not JSON: Expecting value"):
         load_calibration(path)
 
-
-def test_an_moe_layers_expert_calls_are_a_term_of_their_own_that_ep_divides(tmp_path):
-    """Each MoE layer calls each of a rank's experts once a micro-batch: the "experts" term, halved by ep 2, none in a
-    dense model."""
-    moe = tmp_path / "moe.json"
-    moe.write_text(json.dumps({**LLAMA, "model_type": "qwen3_moe", "num_experts": 8, "num_experts_per_tok": 2,
-                               "moe_intermediate_size": 128, "head_dim": 32, "decoder_sparse_step": 1}))
-    dense = tmp_path / "dense.json"
-    dense.write_text(json.dumps(LLAMA))
-    found = strategy.plan(str(moe), gpus=2, gpu_memory=80 * 2 ** 30, seq_len=128, global_batch=8, top=10 ** 6)
-
-    def one(ep: int):
-        return next(c for c in found.candidates if c.degrees["ep"] == ep and c.degrees["dp"] == 2
-                    and c.micro_batch_size == 4 and not c.recompute)
-
-    assert one(1).terms["experts"] > 0 and one(2).terms["experts"] == pytest.approx(one(1).terms["experts"] / 2)
-    assert one(1).terms["experts"] == pytest.approx(one(1).terms["layers"] * 8 / 4 * 4 / 5)  # 8 experts, 4 of 5 calls
-    plain = strategy.plan(str(dense), gpus=2, gpu_memory=80 * 2 ** 30, seq_len=128, global_batch=8, top=10 ** 6)
-    assert all(c.terms["experts"] == 0 for c in plain.candidates)
-
