@@ -43,6 +43,12 @@ __all__ = ["Trial", "TuneResult", "tune", "family"]
 # How the history's step times compare: a history written before they were corrected to the probe's speed counts as
 # another context (its times are not comparable with the corrected ones).
 TIMING = "at the probe's speed"
+# The reference workload is itself a noisy measure of the machine's speed (two runs of one layout: 9% apart at the
+# median): half its correction, in ratio, spread the runs of a layout least on the Qwen3-MoE ground truth of
+# bench/tune.py (68 layouts × 3 runs: 18% as measured, 13% fully corrected, 12% half corrected; median of
+# (max − min) / median).
+SPEED_WEIGHT = 0.5
+NEIGHBOURS_AFTER = 2  # the best's neighbours are searched once this many layouts are measured
 CONFIRM_WITHIN = 0.20
 CONFIRM_RUNS = 3
 CONFIRM_RESERVE = 4
@@ -215,14 +221,13 @@ class _Runner:
 
 
 def corrected(result: Mapping[str, Any], reference: float | None) -> float | None:
-    """A trial's step seconds at the probe's speed: the measured step × the probe's reference workload seconds /
-    the trial's (run after each of its steps). A machine's drift over a tune (this 2-CPU VM's trials of one layout
-    differ by 26% at the median, run after run) then does not reorder the layouts. As measured when either is
-    unknown (a user's own command does not run the reference)."""
+    """A trial's step seconds at the probe's speed: the measured step × (the probe's reference workload seconds /
+    the trial's, run after each of its steps) ** SPEED_WEIGHT. A machine's drift over a tune then reorders the layouts
+    less. As measured when either is unknown (a user's own command does not run the reference)."""
     seconds, mine = result.get("step_seconds"), result.get("reference_seconds")
     if seconds is None or not reference or not mine:
         return seconds
-    return float(seconds) * reference / float(mine)
+    return float(seconds) * (reference / float(mine)) ** SPEED_WEIGHT
 
 
 def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar", say: Callable[[str], None],
@@ -349,6 +354,15 @@ class _State:
     def measured(self) -> list[Trial]:
         return [t for t in self.trials if t.measured]
 
+    def neighbours(self, best: Trial) -> list[Trial]:
+        """The unmeasured layouts of `best`'s degrees, stage and recompute at half and twice its micro-batch: the
+        one dimension the time model cannot rank (its calls' term favours the largest micro-batch; on the
+        Qwen3-MoE ground truth the smallest are fastest), searched around the best."""
+        c = best.candidate
+        return [t for t in self.trials if not t.status and t.candidate.degrees == c.degrees
+                and t.candidate.stage == c.stage and t.candidate.recompute == c.recompute
+                and t.candidate.micro_batch_size in (c.micro_batch_size // 2, c.micro_batch_size * 2)]
+
     def best(self) -> Trial | None:
         ok = [t for t in self.trials if t.status == "ok" and t.step_seconds is not None]
         return min(ok, key=lambda t: t.step_seconds or math.inf, default=None)
@@ -362,11 +376,15 @@ class _State:
             self.error = max(abs(self.calibration.predict(terms) - y) / y for terms, y in rows)
 
     def next(self, pending: list[Trial]) -> tuple[Trial | None, str]:
-        """The next trial: the fastest predicted of the shortlist's pending ones, then the fastest predicted of all
-        unmeasured layouts while it can beat the best measured; else None and why the tune stops."""
+        """The next trial: the best measured layout's neighbours (its micro-batch halved and doubled), then the fastest
+        predicted of the shortlist's pending ones, then the fastest predicted of all unmeasured layouts while it can
+        beat the best measured; else None and why the tune stops."""
+        best = self.best()
+        near = self.neighbours(best) if best is not None and len(self.measured()) >= NEIGHBOURS_AFTER else []
+        if near:
+            return min(near, key=lambda t: t.predicted), ""
         if pending:
             return min(pending, key=lambda t: t.predicted), ""
-        best = self.best()
         left = [t for t in self.trials if not t.status]
         if not left:
             return None, "every layout that fits is measured"

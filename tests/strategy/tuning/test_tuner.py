@@ -93,14 +93,36 @@ def test_the_close_contenders_of_the_best_are_measured_again_up_to_three_runs_ea
 
 
 def test_step_times_are_compared_at_the_probes_speed(trials):
-    """A trial run while the machine was 25% slower (its reference workload took 1.25× the probe's) counts as 0.8 of
-    what it measured; without a reference on either side (a user's command) it counts as measured."""
-    assert corrected({"step_seconds": 0.5, "reference_seconds": 0.025}, 0.02) == pytest.approx(0.4)
-    assert corrected({"step_seconds": 0.5}, 0.02) == 0.5 and corrected({"step_seconds": 0.5, "reference_seconds": 0.025},
+    """A trial whose reference workload took 1.5625× the probe's counts as 0.8 of what it measured (the square root:
+    SPEED_WEIGHT 0.5); without a reference on either side (a user's command) it counts as measured."""
+    assert corrected({"step_seconds": 0.5, "reference_seconds": 0.03125}, 0.02) == pytest.approx(0.4)
+    assert corrected({"step_seconds": 0.5}, 0.02) == 0.5 and corrected({"step_seconds": 0.5, "reference_seconds": 0.03125},
                                                                          None) == 0.5
     assert corrected({"status": "oom"}, 0.02) is None
     t = fresh(trials)[0]
-    _fill(t, {"status": "ok", "step_seconds": 0.5, "reference_seconds": 0.025}, 0.02)
+    _fill(t, {"status": "ok", "step_seconds": 0.5, "reference_seconds": 0.03125}, 0.02)
     assert t.step_seconds == pytest.approx(0.4) and t.speed == pytest.approx(0.8)
     _fill(t, {"status": "ok", "step_seconds": 0.5, "reference_seconds": 0.02}, 0.02)  # measured again at full speed
     assert t.samples == pytest.approx([0.4, 0.5]) and t.step_seconds == pytest.approx(0.45)
+
+
+def test_the_best_measured_layouts_micro_batch_neighbours_go_first_and_the_search_walks_down_them(trials):
+    """The time model ranks micro-batch sizes by the calls' cost alone: once two layouts are measured, the best one's
+    unmeasured halves and doubles run before the rest of the shortlist, and a neighbour that wins is searched around
+    in turn."""
+    ts = fresh(trials)
+    state = _State(ts, CostModel(), CONTEXT)
+    dp4 = next(t for t in ts if t.family == "dp2" and t.candidate.micro_batch_size == 4 and not t.candidate.recompute)
+    other = next(t for t in ts if t.family == "mp2")
+    pending = [t for t in ts if t.family == "sep2"]
+    _fill(dp4, {"status": "ok", "step_seconds": 0.2}, None)
+    assert state.next(pending)[0] in pending  # one layout measured: the shortlist first
+    _fill(other, {"status": "ok", "step_seconds": 0.3}, None)
+    nxt, _ = state.next(pending)
+    assert nxt.family == "dp2" and nxt.candidate.micro_batch_size in (2, 8) and not nxt.candidate.recompute
+    _fill(nxt, {"status": "ok", "step_seconds": 0.1 if nxt.candidate.micro_batch_size == 2 else 0.25}, None)
+    sizes = {t.candidate.micro_batch_size for t in state.neighbours(state.best())}
+    assert sizes <= {1, 2, 4, 8} and state.best().candidate.micro_batch_size in (2, 4)
+    while (nxt := state.next(pending)[0]) is not None and nxt not in pending:  # down to the smallest that wins
+        _fill(nxt, {"status": "ok", "step_seconds": 0.05 * nxt.candidate.micro_batch_size}, None)
+    assert state.best().candidate.micro_batch_size == 1 and nxt in pending
