@@ -36,6 +36,15 @@ from .history import History, context_key, trial_key
 
 __all__ = ["Trial", "TuneResult", "tune", "family"]
 
+# How the history's step times compare: a history written before they were corrected to the probe's speed counts as
+# another context (its times are not comparable with the corrected ones).
+TIMING = "at the probe's speed"
+# The reference workload is itself a noisy measure of the machine's speed (two runs of one layout: 9% apart at the
+# median): half its correction, in ratio, spread the runs of a layout least on the Qwen3-MoE ground truth of
+# bench/tune.py (68 layouts × 3 runs: 18% as measured, 13% fully corrected, 12% half corrected; median of
+# (max − min) / median).
+SPEED_WEIGHT = 0.5
+NEIGHBOURS_AFTER = 2  # the best's neighbours are searched once this many layouts are measured
 # Measured layouts this close to the best are measured again, up to CONFIRM_RUNS times each, with the trials of the
 # budget kept for it (a third of a budget above 6, at most CONFIRM_RESERVE). Chosen by replaying the policy against the
 # recorded ground truths (bench/tune_replay.py, 100 replays each, choices within 5% of the best): the examples' Llama
