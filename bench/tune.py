@@ -43,6 +43,17 @@ def label(c) -> str:
     return f"{family(c)}{stage}, micro-batch {c.micro_batch_size}×{c.accumulate_steps}, recompute {'on' if c.recompute else 'off'}"
 
 
+def recorded_times(saved: dict) -> dict[str, list[float]]:
+    """A cached ground truth's runs at the tuner's correction now (`corrected`): a cache keeps each run as measured
+    (`raw`) and corrected in full (`times`, whose ratio gives the run's reference seconds); an older cache without
+    `raw` is as measured."""
+    if not (saved.get("raw") and saved.get("reference_seconds")):
+        return saved["times"]
+    ref = saved["reference_seconds"]
+    return {k: [corrected({"step_seconds": r, "reference_seconds": r * ref / c}, ref) or r
+                for r, c in zip(saved["raw"][k], saved["times"][k])] for k in saved["raw"]}
+
+
 def paddle_order(c) -> tuple:
     d = c.degrees
     return (d["dp"], d["mp"], d["pp"], c.micro_batch_size, d["sharding"], c.stage, c.recompute, d["sep"], d["cp"], d["ep"])
@@ -85,7 +96,7 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
             result = run_trial(c, work / "truth" / f"r{r}_{k}", prefix, None, env, number=k + 1, model=Path(config),
                                seq_len=SEQ, global_batch=BATCH, timeout=300)
             if result["status"] == "ok":
-                times[ident(c)].append(corrected(result, probe.get("reference_seconds")))
+                times[ident(c)].append(corrected(result, probe.get("reference_seconds"), weight=1.0))  # (fully: with raw, the run's reference)
                 raw[ident(c)].append(result["step_seconds"])
                 if result.get("memory_bytes"):
                     memory[ident(c)] = (result["memory_bytes"], result["estimate_bytes"])
@@ -108,6 +119,10 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
                                       "raw": {str(k): v for k, v in raw.items()},
                                       "reference_seconds": probe.get("reference_seconds"),
                                       "memory": {str(k): v for k, v in memory.items()}}))
+    # each run at the tuner's correction (the cache keeps them as measured and fully corrected)
+    at = recorded_times({"times": {str(k): v for k, v in times.items()}, "raw": {str(k): v for k, v in raw.items()},
+                         "reference_seconds": truth_reference})
+    times = {k: at.get(str(k), v) for k, v in times.items()}
     truth = {k: statistics.median(v) for k, v in times.items() if v}
     best = min(truth.values())
     by_ident = {ident(c): c for c in cands}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import strategy.tuning.tuner as tuner
+from tune import recorded_times  # (bench/tune.py, beside this script)
 
 
 def ident(c: Any) -> str:
@@ -73,10 +74,7 @@ def main() -> int:
                    help="CONFIRM_RESERVE values to compare")
     args = p.parse_args()
     saved = json.loads((args.truth_cache / f"truth_{args.model}.json").read_text())
-    if saved.get("raw") and saved.get("reference_seconds"):  # each run again at the tuner's correction (SPEED_WEIGHT)
-        ref0 = saved["reference_seconds"]
-        saved["times"] = {k: [tuner.corrected({"step_seconds": r, "reference_seconds": r * ref0 / c}, ref0)
-                              for r, c in zip(saved["raw"][k], saved["times"][k])] for k in saved["raw"]}
+    saved["times"] = recorded_times(saved)  # (each run at the tuner's correction)
     probe = json.loads((args.probe or args.truth_cache / f"probe_{args.model}.json").read_text())
     print("| close contenders within | trials kept for them | within 5% of the best | mean | worst |\n"
           "|---:|---:|---:|---:|---:|")

@@ -221,14 +221,14 @@ class _Runner:
     reference: float | None = None  # the probe's reference workload seconds: the speed trials are corrected to
 
 
-def corrected(result: Mapping[str, Any], reference: float | None) -> float | None:
+def corrected(result: Mapping[str, Any], reference: float | None, *, weight: float | None = None) -> float | None:
     """A trial's step seconds at the probe's speed: the measured step × (the probe's reference workload seconds /
-    the trial's, run after each of its steps) ** SPEED_WEIGHT. A machine's drift over a tune then reorders the layouts
-    less. As measured when either is unknown (a user's own command does not run the reference)."""
+    the trial's, run after each of its steps) ** `weight` (SPEED_WEIGHT). A machine's drift over a tune then reorders
+    the layouts less. As measured when either is unknown (a user's own command does not run the reference)."""
     seconds, mine = result.get("step_seconds"), result.get("reference_seconds")
     if seconds is None or not reference or not mine:
         return seconds
-    return float(seconds) * (reference / float(mine)) ** SPEED_WEIGHT
+    return float(seconds) * (reference / float(mine)) ** (SPEED_WEIGHT if weight is None else weight)
 
 
 def _resume(trials: list[Trial], history: History, state: "_State", show: "_Bar", say: Callable[[str], None],
