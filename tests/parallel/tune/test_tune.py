@@ -19,7 +19,7 @@ import pytest
 
 import strategy
 from strategy.tuning.history import SCHEMA_PATH
-from strategy.tuning.tuner import corrected
+from strategy.tuning.tuner import SPEED_WEIGHT, corrected
 
 TINY = {"model_type": "llama", "vocab_size": 128, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "intermediate_size": 96, "max_position_embeddings": 64, "tie_word_embeddings": False}
@@ -79,13 +79,13 @@ def test_an_oom_a_hang_and_a_slow_trial_are_recorded_and_the_tune_goes_on_to_a_s
     assert [r["event"] for r in history] == ["start", "end"] * 5
     cut = result.trials[3]  # two timed steps of a second each, then ended: over twice the best
     assert len(history[7]["result"]["steps"]) == 2 and cut.step_seconds > 2 * result.trials[0].step_seconds
-    # each measured step time is compared at the probe's speed: as measured × the probe's reference workload seconds
-    # / the trial's
+    # each measured step time is compared at the probe's speed: as measured × (the probe's reference workload seconds
+    # / the trial's) ** SPEED_WEIGHT
     probe = json.loads((tmp_path / "tune" / "probe" / "probe.json").read_text())
     first = history[1]["result"]
     assert probe["reference_seconds"] > 0 and first["reference_seconds"] > 0
     assert result.trials[0].step_seconds == pytest.approx(
-        first["step_seconds"] * probe["reference_seconds"] / first["reference_seconds"])
+        first["step_seconds"] * (probe["reference_seconds"] / first["reference_seconds"]) ** SPEED_WEIGHT)
     best = tmp_path / "tune" / "best.prototxt"
     assert result.best is min((t for t in measured if t.status == "ok"), key=lambda t: t.step_seconds)
     strategy.resolve(strategy.load(best), world_size=1)  # strict
