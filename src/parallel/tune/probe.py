@@ -97,8 +97,8 @@ _REFERENCE: dict[torch.device, tuple[torch.Tensor, torch.nn.Module, torch.Tensor
 def reference_seconds(device: torch.device) -> float:
     """A fixed workload's seconds on this rank: some matmuls and a small network's forward and backward (dispatch,
     as the small calls of a step). Run by the probe and after each timed step of a trial, all ranks at once: a trial's
-    step time is compared with the others' at the probe's speed (step × probe's / trial's reference), so a machine
-    that slows down or speeds up over a tune (a shared VM, a GPU's clocks) does not reorder the layouts."""
+    step time is compared with the others' at the probe's speed (`strategy.tuning.tuner.corrected`), so a machine
+    that slows down or speeds up over a tune (a shared VM, a CPU's or GPU's clocks) reorders the layouts less."""
     if device not in _REFERENCE:
         g = torch.Generator().manual_seed(0)
         small = torch.nn.Sequential(*[torch.nn.Linear(32, 32) for _ in range(8)]).to(device)

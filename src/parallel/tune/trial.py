@@ -4,15 +4,17 @@ of the launcher (torchrun). Rank 0 writes OUT/trial.json:
     {"status": "ok" | "cut" | "oom" | "error", "step_seconds": median of the timed steps (each the slowest rank's),
      "steps": [every timed step's seconds], "warmup": n, "reference_seconds": the median of the reference workload's
      seconds (`probe.reference_seconds`, the slowest rank's) run after each timed step,
-     "memory": {"peak_bytes": the largest rank's, "per_rank": [...], "estimate_bytes": estimate_memory's total, "parts": this rank's measured parts}, "error": "...", "seconds": wall}
+     "memory": {"peak_bytes": the largest rank's, "per_rank": [...], "estimate_bytes": estimate_memory's total,
+     "parts": this rank's measured parts}, "error": "...", "seconds": wall}
 
 Steps: `--warmup` steps (the first measures memory: the activations saved for backward through saved-tensor hooks,
 and the model states after the update, as `strategy.estimate_memory` counts them; on CUDA the allocator's peak is
 taken as well), then timed steps until the median stops moving (the median of all within `--tolerance` of the median
 before the last two, after at least five and `--min-steps`), or `--max-steps`. When the median of the timed steps
 (two at least) is slower than `--cut-seconds` the trial ends as "cut" (the tuner passes a multiple of its best step
-so far, at the probe's speed, and `--probe-reference`: the steps are compared at that speed too). Every rank takes the same decisions: they read the step time the
-Meter gathers from all ranks.
+so far, at the probe's speed, and `--probe-reference`: the steps are compared at that speed too, as the tuner's
+`corrected` takes them). Every rank takes the same decisions: they read the step time the Meter gathers from all
+ranks.
 
 `STRATEGY_TUNE_INJECT` (e.g. "oom@3,hang@5") makes trial number `STRATEGY_TUNE_TRIAL` fail on purpose: "oom" raises
 torch.OutOfMemoryError in its first timed step on rank 0, "hang" sleeps there (the peers wait in their collectives),
@@ -37,6 +39,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from strategy.tuning.tuner import corrected
 
 from .probe import reference_seconds
 
@@ -213,8 +217,8 @@ def _timed_steps(t: _Training, args: argparse.Namespace,
             assert meter.last is not None
             times.append(meter.last["step_seconds"]["max"])
             references.append(max(_gather_floats(reference_seconds(t.device))))
-            speed = args.probe_reference / statistics.median(references) if args.probe_reference else 1.0
-            if args.cut_seconds and len(times) >= 2 and statistics.median(times) * speed > args.cut_seconds:
+            so_far = {"step_seconds": statistics.median(times), "reference_seconds": statistics.median(references)}
+            if args.cut_seconds and len(times) >= 2 and (corrected(so_far, args.probe_reference) or 0) > args.cut_seconds:
                 status = "cut"  # (two steps: one slow step is noise as often as not)
                 break
             if len(times) >= max(5, args.min_steps) and _stable(times, args.tolerance):

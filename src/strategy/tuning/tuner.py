@@ -535,13 +535,13 @@ class _Bar:
 def table(result: TuneResult) -> str:
     """The trials as a Markdown table: the measured step time (corrected to the probe's speed) against the plan's
     prediction (the probed constants, uncalibrated) and against the calibrated prediction when the trial was chosen
-    (fitted on the trials before it only: out of sample), and the measured memory against estimate_memory; each error as (predicted − measured) /
-    measured."""
+    (fitted on the trials before it only: out of sample), and the measured memory against estimate_memory; each error
+    as (predicted − measured) / measured."""
     def cell(predicted: float, y: float | None) -> str:
         return f"{predicted:.3f} ({(predicted - y) / y:+.0%})" if y else f"{predicted:.3f}"
 
-    rows = ["| # | layout | status | step s (at the probe's speed) | plan's s (error) | calibrated when chosen s (error) | memory MiB | "
-            "estimate MiB (error) |", "|---|---|---|---:|---:|---:|---:|---:|"]
+    rows = ["| # | layout | status | step s (at the probe's speed) | plan's s (error) | calibrated when chosen s (error) "
+            "| memory MiB | estimate MiB (error) |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for t in result.trials:
         c = t.candidate
         y = t.step_seconds if t.measured else None
