@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import strategy.tuning.tuner as tuner
+from strategy.planning.calibration import mape, spearman
 from tune import recorded_times  # (bench/tune.py, beside this script)
 
 
@@ -29,8 +30,10 @@ def ident(c: Any) -> str:
     return str((tuple(sorted(c.degrees.items())), c.stage, c.recompute, c.micro_batch_size))
 
 
-def replay(model: str, times: dict[str, list[float]], probe: dict[str, Any], replays: int, seed: int) -> list[float]:
-    """Each replay's choice against the best median of the ground truth (0.05: 5% slower)."""
+def replay(model: str, times: dict[str, list[float]], probe: dict[str, Any], replays: int,
+           seed: int) -> list[dict[str, float]]:
+    """Each replay's choice against the best median of the ground truth (`vs_best`, 0.05: 5% slower), and its last
+    calibration scored on every layout of the ground truth (`spearman`, `mape`; `mape_uncalibrated`)."""
     from parallel.tune.models import config_of
 
     truth = {k: statistics.median(v) for k, v in times.items() if v}
@@ -44,20 +47,30 @@ def replay(model: str, times: dict[str, list[float]], probe: dict[str, Any], rep
         (folder / "config.json").write_text(json.dumps(config, default=str))
         return probe
 
+    drawn: dict[str, list[float]] = {}  # a replay's runs of each layout not drawn yet
+
     def recorded_trial(c: Any, folder: Path, *args: Any, **kwargs: Any) -> dict[str, Any]:
         runs = times.get(ident(c))
         if not runs:
             return {"status": "error", "error": "not in the ground truth", "wall_seconds": 0.0,
                     "estimate_bytes": c.memory.total}
-        return {"status": "ok", "step_seconds": rng.choice(runs), "steps": [], "memory_bytes": None,
+        if not drawn.get(ident(c)):  # a repeat draws another recorded run (a rerun is another measurement)
+            drawn[ident(c)] = rng.sample(runs, len(runs))
+        return {"status": "ok", "step_seconds": drawn[ident(c)].pop(), "steps": [], "memory_bytes": None,
                 "estimate_bytes": c.memory.total, "wall_seconds": 0.0}
 
     tuner._probe, tuner.run_trial = recorded_probe, recorded_trial  # type: ignore[assignment]
     out = []
     for _ in range(replays):
+        drawn.clear()
         with tempfile.TemporaryDirectory() as tmp:
             result = tuner.tune(model, world_size=2, seq_len=128, global_batch=8, out=tmp, progress=None, bar=False)
-            out.append(truth[ident(result.best.candidate)] / best - 1 if result.best else float("inf"))
+            scored = [t.candidate for t in result.candidates if ident(t.candidate) in truth]
+            measured = [truth[ident(c)] for c in scored]
+            predicted = [result.calibration.predict(c.terms) for c in scored]
+            out.append({"vs_best": truth[ident(result.best.candidate)] / best - 1 if result.best else float("inf"),
+                        "spearman": spearman(predicted, measured), "mape": mape(predicted, measured),
+                        "mape_uncalibrated": mape([sum(c.terms.values()) for c in scored], measured)})
     return out
 
 
@@ -68,6 +81,8 @@ def main() -> int:
     p.add_argument("--probe", type=Path, help="default: TRUTH_CACHE/probe_MODEL.json")
     p.add_argument("--replays", type=int, default=100)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--collective-seconds", type=float, help="the probe's collective_seconds, for a probe recorded "
+                   "before it was measured")
     p.add_argument("--within", type=float, nargs="*", default=[tuner.CONFIRM_WITHIN],
                    help="CONFIRM_WITHIN values to compare")
     p.add_argument("--reserve", type=int, nargs="*", default=[tuner.CONFIRM_RESERVE],
@@ -76,15 +91,24 @@ def main() -> int:
     saved = json.loads((args.truth_cache / f"truth_{args.model}.json").read_text())
     saved["times"] = recorded_times(saved)  # (each run at the tuner's correction)
     probe = json.loads((args.probe or args.truth_cache / f"probe_{args.model}.json").read_text())
-    print("| close contenders within | trials kept for them | within 5% of the best | mean | worst |\n"
-          "|---:|---:|---:|---:|---:|")
+    if args.collective_seconds:
+        probe["collective_seconds"] = args.collective_seconds
+    elif "collective_seconds" not in probe:
+        p.error("the probe was recorded before the probe measured a collective's seconds: give --collective-seconds "
+                "(what `python -m parallel.tune.probe` measures on this machine now)")
+    print("| close contenders within | trials kept for them | within 5% of the best | mean | worst "
+          "| calibrated Spearman, median (worst) | MAPE, median (uncalibrated) |\n|---:|---:|---:|---:|---:|---:|---:|")
     for within in args.within:
         for reserve in args.reserve:
             tuner.CONFIRM_WITHIN, tuner.CONFIRM_RESERVE = within, reserve
             got = replay(args.model, saved["times"], probe, args.replays, args.seed)
-            hits = sum(g <= 0.05 for g in got)
-            print(f"| {within:.0%} | {min(reserve, 12 // 3)} | {hits}/{len(got)} ({hits / len(got):.0%}) | {statistics.mean(got):+.1%} "
-                  f"| {max(got):+.1%} |", flush=True)
+            vs = [g["vs_best"] for g in got]
+            hits = sum(v <= 0.05 for v in vs)
+            rho = [g["spearman"] for g in got]
+            print(f"| {within:.0%} | {min(reserve, 12 // 3)} | {hits}/{len(got)} ({hits / len(got):.0%}) "
+                  f"| {statistics.mean(vs):+.1%} | {max(vs):+.1%} | {statistics.median(rho):.2f} ({min(rho):.2f}) "
+                  f"| {statistics.median(g['mape'] for g in got):.1%} "
+                  f"({statistics.median(g['mape_uncalibrated'] for g in got):.1%}) |", flush=True)
     return 0
 
 

@@ -5,6 +5,7 @@ and not an H100's. Rank 0 writes OUT/probe.json and the model's OUT/config.json:
     {"device": "cpu (2 cores)" | "NVIDIA H100 80GB HBM3", "world_size": n, "torch": "2.13.0",
      "matmul_flops": the model's MLP matmul (an expert's, in an MoE model) in bf16, per rank (FLOP/s),
      "bandwidth": an all-reduce's bytes a second per rank, counted as the plan counts them (2 (n - 1) / n of the bytes),
+     "collective_seconds": a small all-reduce's seconds (4 KiB: the latency every collective pays, whatever its size),
      "memory_bandwidth": bytes a second an elementwise update moves (the optimizer step's kind of work),
      "layer_seconds": one decoder layer's forward and backward on a single token (what a call costs regardless of
      its size: dispatch, launches), "memory_bytes": a rank's usable memory (the GPU's; on a CPU the machine's over its
@@ -25,6 +26,9 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+
+LATENCY_CALLS = 20
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,11 +70,17 @@ def probe(config: Any, local_ranks: int) -> dict[str, Any]:
     w = torch.randn(h, i, dtype=dtype, device=device)
     matmul = _slowest(_time(lambda: x @ w, cuda)) or 1e-9
     world = dist.get_world_size() if dist.is_initialized() else 1
-    bandwidth = None
+    bandwidth = latency = None
     if world > 1:
         buf = torch.randn(2 ** 20, dtype=dtype, device=device)  # 2 MiB
         seconds = _slowest(_time(lambda: dist.all_reduce(buf), cuda))
         bandwidth = 2 * (world - 1) / world * buf.numel() * buf.element_size() / seconds
+        small = torch.randn(2048, dtype=dtype, device=device)  # 4 KiB: what a collective costs whatever its size
+
+        def calls() -> None:  # (back to back, as a step issues them: one call's timing is the ranks' skew)
+            for _ in range(LATENCY_CALLS):
+                dist.all_reduce(small)
+        latency = _slowest(_time(calls, cuda)) / LATENCY_CALLS
     big = torch.zeros(2 ** 22, dtype=torch.float32, device=device)  # 16 MiB, read and written
     moved = _slowest(_time(lambda: big.add_(1.0), cuda))
     return {
@@ -78,6 +88,7 @@ def probe(config: Any, local_ranks: int) -> dict[str, Any]:
         "world_size": world, "torch": torch.__version__,
         "matmul_flops": 2 * x.shape[0] * h * i / matmul,
         "bandwidth": bandwidth,
+        "collective_seconds": latency,
         "memory_bandwidth": 2 * big.numel() * big.element_size() / moved,
         "layer_seconds": _slowest(_layer_seconds(config, device, cuda)),
         "memory_bytes": _memory_bytes(device, local_ranks),

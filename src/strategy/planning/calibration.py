@@ -3,9 +3,12 @@
 The prediction is a weighted sum of the model's terms (`search.step_terms`: compute, each axis's communication, the
 calls, the optimizer, the bubble, a fixed cost), each term worked out from the cost constants (the device probe's when
 tuning). The fit finds one coefficient per term by least squares on the relative error of the measured trials,
-regularised toward one common scale (ridge): with fewer trials than terms a term no trial shows stays where the common
-scale puts it, and a coefficient is never negative (a term cannot make a step faster). A communication coefficient
-below the common scale is the share of that traffic the runtime hides behind compute (overlap).
+regularised toward a prior (ridge): with fewer trials than terms a term no trial shows stays at its prior, and a
+coefficient is never negative (a term cannot make a step faster). The prior of a term whose constant the probe
+measures as a step incurs it (`AS_MEASURED`: a layer's call, a small collective) is 1; the others' (peak FLOP/s, one
+message's bandwidth: a step reaches a share of them) is one common scale, the median over the trials of what is left of
+the step over their sum. A communication coefficient below the common scale is the share of that traffic the runtime
+hides behind compute (overlap).
 """
 
 # Annotations stay evaluated (no `from __future__ import annotations`): see resolution/layout.py.
@@ -25,6 +28,9 @@ __all__ = ["Calibration", "fit", "load_calibration", "spearman", "mape"]
 
 FORMAT = "strategy-tune-calibration/1"
 RIDGE = 0.05  # the pull toward the common scale, against the squared relative error of each trial
+# terms whose cost constant the probe measures as a step incurs it (a decoder layer's call, a small collective):
+# their prior coefficient is 1, where the others' (peak FLOP/s, one message's bandwidth) share the common scale
+AS_MEASURED = ("layers", "collectives")
 
 
 @dataclass(frozen=True)
@@ -90,8 +96,11 @@ def fit(rows: Sequence[tuple[Mapping[str, float], float]], cost: CostModel, *, r
         return Calibration(cost, dict.fromkeys(TERMS, 1.0), 0, {}, dict(context or {}))
     x = np.array([[terms.get(name, 0.0) for name in TERMS] for terms, _ in rows], dtype=float)
     y = np.array([seconds for _, seconds in rows], dtype=float)
-    scale = float(np.median(y / x.sum(axis=1)))
-    a = x * scale / y[:, None]  # each term's share of the trial's time, at the common scale
+    anchored = np.array([name in AS_MEASURED for name in TERMS])
+    held = x[:, anchored].sum(axis=1)  # (their share at their own figures)
+    scale = float(np.median(np.maximum(y - held, 0.1 * y) / x[:, ~anchored].sum(axis=1)))
+    prior = np.where(anchored, 1.0, scale)
+    a = x * prior / y[:, None]  # each term's share of the trial's time, at its prior
     free = np.ones(len(TERMS), dtype=bool)
     z = np.zeros(len(TERMS))
     for _ in range(len(TERMS)):  # active set: a coefficient that comes out negative is held at 0 (z = -1)
@@ -107,11 +116,11 @@ def fit(rows: Sequence[tuple[Mapping[str, float], float]], cost: CostModel, *, r
         if not negative.any():
             break
         free &= ~negative
-    coefficients = {name: float(max(0.0, scale * (1 + z[i]))) for i, name in enumerate(TERMS)}
+    coefficients = {name: float(max(0.0, prior[i] * (1 + z[i]))) for i, name in enumerate(TERMS)}
     calibration = Calibration(cost, coefficients, len(rows), {}, dict(context or {}))
     before = mape([sum(t.values()) for t, _ in rows], y.tolist())
     after = mape([calibration.predict(t) for t, _ in rows], y.tolist())
-    scaled = mape([scale * sum(t.values()) for t, _ in rows], y.tolist())
+    scaled = mape((x @ prior).tolist(), y.tolist())  # (the priors alone: no term fitted)
     return dataclasses.replace(calibration, errors={"mape_uncalibrated": before, "mape_common_scale": scaled,
                                                     "mape_fitted": after, "common_scale": scale})
 

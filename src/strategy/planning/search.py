@@ -24,6 +24,11 @@ The cost model (every constant a parameter; the defaults an H100 SXM node's):
 - the calls themselves: `layer_seconds` (100 µs) for each decoder layer's forward and backward in each micro-batch,
   whatever its size (launches and dispatch: smaller micro-batches cost more calls for the same work);
 - the optimizer's update: the model states a rank holds, read and written, over `memory_bandwidth` (2 TB/s);
+- the collectives' own cost: `collective_seconds` (20 µs, NCCL's latency for a small message) for each collective a
+  step issues, whatever its size (the bytes are the communication's): mp's, sep's, cp's and ep's are issued per layer
+  and micro-batch, sharding's per layer and micro-batch, pp's per micro-batch, dp's per gradient bucket once a step,
+  so smaller micro-batches cost more of them for the same bytes (what the Qwen3-MoE trials on CPU showed: the more
+  collectives a layout issues per micro-batch, the more its step grows as micro-batches shrink);
 - the pipeline bubble: (pp − 1) / micro-batches more time, as 1F1B and GPipe have;
 - a step's fixed cost `step_seconds` (1 ms).
 
@@ -41,7 +46,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from ..resolution.settings import PipelineSettings
+from ..resolution.settings import DpBucketSettings, PipelineSettings
 from .estimate import MemoryEstimate, estimate_memory
 from .shapes import ModelShape, model_shape
 
@@ -63,6 +68,7 @@ class CostModel:
     memory_bandwidth: float = 2.0e12  # what an optimizer update streams: 60% of the H100's 3.35 TB/s HBM3
     layer_seconds: float = 1e-4  # a decoder layer's forward and backward call, whatever its size (kernel launches)
     step_seconds: float = 1e-3  # a step's fixed cost (data, the optimizer's per-tensor calls)
+    collective_seconds: float = 2e-5  # a collective's fixed cost, whatever its size (latency: NCCL's small messages)
 
 
 class Calibrated(Protocol):
@@ -305,7 +311,8 @@ def _spans_nodes(d: dict[str, int], axis: str, per_node: int) -> bool:
     return inner * d[axis] > per_node
 
 
-TERMS = ("compute", "mp", "dp", "sharding", "pp", "sep", "cp", "ep", "layers", "optimizer", "bubble", "step")
+TERMS = ("compute", "mp", "dp", "sharding", "pp", "sep", "cp", "ep", "layers", "collectives", "optimizer", "bubble",
+         "step")
 
 
 def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: MemoryEstimate, seq_len: int,
@@ -355,10 +362,39 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
         comm["ep"] = 4 * shape.sparse_layers / d["pp"] * micro * (d["ep"] - 1) / d["ep"] * routed / (
             cost.inter_node_bandwidth if d["ep"] > per_node else cost.intra_node_bandwidth)  # ep: the innermost
     calls = micro * (layers + 1) * recompute * cost.layer_seconds  # (+1: the embedding, head and loss)
+    collectives = _collectives(shape, d, layout, micro, params * low / d["sharding"]) * cost.collective_seconds
     update = 2 * memory.model_states / cost.memory_bandwidth
-    bubble = (d["pp"] - 1) / micro * (compute + sum(comm.values()) + calls) if d["pp"] > 1 else 0.0
-    return {"compute": compute, **comm, "layers": calls, "optimizer": update, "bubble": bubble,
-            "step": cost.step_seconds}
+    bubble = (d["pp"] - 1) / micro * (compute + sum(comm.values()) + calls + collectives) if d["pp"] > 1 else 0.0
+    return {"compute": compute, **comm, "layers": calls, "collectives": collectives, "optimizer": update,
+            "bubble": bubble, "step": cost.step_seconds}
+
+
+def _collectives(shape: ModelShape, d: dict[str, int], layout: Any, micro: int, gradient_bytes: float) -> float:
+    """How many collectives a rank issues a step, as the communication terms count them: mp two all-reduces a layer
+    each way, sep four all-to-alls, cp a ring of cp − 1 exchanges a layer each way, ep two all-to-alls a sparse layer
+    each way, all per micro-batch; sharding a gather (two at stage 3) per layer and micro-batch and a reduce per layer
+    (per micro-batch from stage 2); pp a send and a receive each way per micro-batch; dp one all-reduce per gradient
+    bucket (fuse_grad_size_in_MB's, the first smaller) once a step."""
+    layers = shape.layers / d["pp"]
+    units = layers + 1  # (sharding: each decoder layer, and the embedding and head)
+    n = 0.0
+    if d["mp"] > 1:
+        n += 4 * layers * micro
+    if d["sep"] > 1:
+        n += 8 * layers * micro
+    if d["cp"] > 1:
+        n += 2 * (d["cp"] - 1) * layers * micro
+    if d["ep"] > 1 and shape.sparse_layers:
+        n += 4 * shape.sparse_layers / d["pp"] * micro
+    if d["sharding"] > 1:
+        stage = layout.sharding.stage
+        n += units * (micro * (2 if stage == 3 else 1) + (micro if stage >= 2 else 1))
+    if d["pp"] > 1:
+        n += 4 * micro
+    if d["dp"] > 1:
+        bucket, first = DpBucketSettings()
+        n += 1 + math.ceil(max(0.0, gradient_bytes - first) / bucket)
+    return n
 
 
 def _with_text(c: Candidate, seq_len: int, gpus: int) -> Candidate:

@@ -50,7 +50,7 @@ NEIGHBOURS_AFTER = 2  # the best's neighbours are searched once this many layout
 # recorded ground truths (bench/tune_replay.py, 100 replays each, choices within 5% of the best): the examples' Llama
 # 65% at 10% and 2 kept, 82% at 20% and 3, 83% at 20% and 4; their Qwen3-MoE 67%, 58%, 49% (it gains from the search's
 # trials more than from repeats): 20% and 3 do best on both together.
-CONFIRM_WITHIN = 0.20
+CONFIRM_WITHIN = 0.30
 CONFIRM_RUNS = 3
 CONFIRM_RESERVE = 3
 
@@ -275,18 +275,32 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
         say(show.line(nxt))
         show.update(history.runs, state)
     while history.runs < max_trials and (deadline is None or time.monotonic() < deadline):
-        again = _confirm(state)
-        if again is None:
+        nxt, repeat = _after_search(state)
+        if nxt is None:
             break
         number = history.runs + 1
-        result = _measure(again, history, runner, state, number=number)
+        if not repeat:
+            nxt.number = number
+            ran.append(nxt)
+        result = _measure(nxt, history, runner, state, number=number if repeat else None)
         state.refit()
-        say(show.line(again, number=number, result=result))
+        say(show.line(nxt, number=number, result=result) if repeat else show.line(nxt))
         show.update(history.runs, state)
     best = state.best()
     if best is not None and len(best.samples) > 1:
         stopped += f"; the best measured {len(best.samples)} times"
     return ran, stopped
+
+
+def _after_search(state: "_State") -> tuple[Trial | None, bool]:
+    """What runs once the search is over, and whether it is a repeat: the best's unmeasured micro-batch neighbours
+    first (a repeat can put another layout first; the search looked around the one first then), else a close
+    contender again (`_confirm`)."""
+    best = state.best()
+    near = state.neighbours(best) if best is not None else []
+    if near:
+        return min(near, key=lambda t: t.predicted), False
+    return _confirm(state), True
 
 
 def _confirm(state: "_State") -> Trial | None:
@@ -311,7 +325,8 @@ def cost_model(probe: Mapping[str, Any]) -> CostModel:
     calls = float(probe["layer_seconds"])
     return CostModel(peak_flops=float(probe["matmul_flops"]), utilisation=1.0, intra_node_bandwidth=float(bandwidth),
                      inter_node_bandwidth=float(bandwidth), memory_bandwidth=float(probe["memory_bandwidth"]),
-                     layer_seconds=calls, step_seconds=calls)  # (a step's fixed cost: a call's worth, until fitted)
+                     layer_seconds=calls, step_seconds=calls,  # (a step's fixed cost: a call's worth, until fitted)
+                     collective_seconds=float(probe.get("collective_seconds") or CostModel().collective_seconds))
 
 
 def _probe(model: str | os.PathLike[str], seq_len: int, folder: Path, prefix: list[str], env: dict[str, str],
