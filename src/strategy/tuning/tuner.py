@@ -2,7 +2,7 @@
 them, the rest re-ranked, until no layout left can beat the best measured (or the budget is spent).
 
 1. The device probe runs under the launcher (`parallel.tune.probe`): this machine's matmul FLOP/s, all-reduce
-   bandwidth, memory bandwidth and per-call cost become the cost model's constants, its memory the budget.
+   bandwidth and latency, memory bandwidth and per-call cost become the cost model's constants, its memory the budget.
 2. `plan` lists every layout that fits in memory, each with its predicted step time by term.
 3. The shortlist: the `top` fastest predicted, and the fastest of each family (the axes above 1, and the sharding
    stage), so that a bias of the model against one axis cannot hide a family.
@@ -319,8 +319,8 @@ def _confirm(state: "_State") -> Trial | None:
 
 def cost_model(probe: Mapping[str, Any]) -> CostModel:
     """The cost constants of the probed machine: its matmul FLOP/s at full use (utilisation 1: the fit scales it),
-    its all-reduce bandwidth within and across nodes (one figure: the probe ran where the trials run), its memory
-    bandwidth and per-call cost."""
+    its all-reduce bandwidth within and across nodes (one figure: the probe ran where the trials run), a collective's
+    latency (the H100's default with one rank, or a probe that predates it), its memory bandwidth and per-call cost."""
     bandwidth = probe.get("bandwidth") or 1e9  # (one rank: no communication to measure, none to predict)
     calls = float(probe["layer_seconds"])
     return CostModel(peak_flops=float(probe["matmul_flops"]), utilisation=1.0, intra_node_bandwidth=float(bandwidth),
@@ -332,7 +332,7 @@ def cost_model(probe: Mapping[str, Any]) -> CostModel:
 def _probe(model: str | os.PathLike[str], seq_len: int, folder: Path, prefix: list[str], env: dict[str, str],
            timeout: float, say: Callable[[str], None]) -> dict[str, Any]:
     """The device probe's figures, measured now (they are the context the history is keyed by)."""
-    say("tune: probing the device (matmul, all-reduce, memory bandwidth, a layer's call)")
+    say("tune: probing the device (matmul, all-reduce, a collective's latency, memory bandwidth, a layer's call)")
     command = [*prefix, "-m", "parallel.tune.probe", "--model", str(Path(model).resolve()) if Path(model).exists()
                else str(model), "--seq-len", str(seq_len), "--out", str(folder.resolve())]
     outcome = launch.run(command, cwd=folder, log=folder / "probe.log", timeout=timeout, env=env)
@@ -342,7 +342,8 @@ def _probe(model: str | os.PathLike[str], seq_len: int, folder: Path, prefix: li
                          f"{folder / 'probe.log'}")
     probe = json.loads(found.read_text())
     say(f"tune: {probe['device']}: matmul {probe['matmul_flops'] / 1e12:.2f} TFLOP/s a rank, all-reduce "
-        f"{(probe.get('bandwidth') or 0) / 1e9:.2f} GB/s, memory {probe['memory_bandwidth'] / 1e9:.1f} GB/s, "
+        f"{(probe.get('bandwidth') or 0) / 1e9:.2f} GB/s, a collective "
+        f"{(probe.get('collective_seconds') or 0) * 1e3:.2f} ms, memory {probe['memory_bandwidth'] / 1e9:.1f} GB/s, "
         f"a layer's call {probe['layer_seconds'] * 1e3:.2f} ms, {probe['memory_bytes'] / 2 ** 30:.1f} GiB a rank")
     return probe
 

@@ -98,20 +98,21 @@ def test_an_oom_a_hang_and_a_slow_trial_are_recorded_and_the_tune_goes_on_to_a_s
 def test_a_tune_killed_with_sigkill_goes_on_from_its_history_without_rerunning_a_finished_trial(tmp_path):
     out = tmp_path / "tune"
     command = [sys.executable, "-m", "strategy", "tune", "--model", str(tiny_model(tmp_path)), "--world-size", "1",
-               "--seq-len", "64", "--global-batch", "4", "--max-steps", "4", "--max-trials", "5", "--out", str(out)]
+               "--seq-len", "64", "--global-batch", "4", "--max-steps", "4", "--max-trials", "8", "--top", "6",
+               "--out", str(out)]  # (all six layouts of one rank on the shortlist: six trials run, then two repeats)
     tuner = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and tuner.poll() is None:
         history = records(out) if (out / "history.jsonl").exists() else []
-        if sum(r["event"] == "end" for r in history) >= 2 and history[-1]["event"] == "start":
-            break  # two trials finished, the third running
+        if sum(r["event"] == "end" for r in history) >= 5 and history[-1]["event"] == "start":
+            break  # five trials finished, the sixth running
         time.sleep(0.2)
     tuner.send_signal(signal.SIGKILL)
     tuner.wait()
     before = records(out)
     ended = {r["key"] for r in before if r["event"] == "end"}
     running = before[-1]["key"]
-    assert len(ended) == 2 and before[-1]["event"] == "start"
+    assert len(ended) == 5 and before[-1]["event"] == "start"
     time.sleep(5)  # the kernel ended the killed tuner's trial (its launcher's parent-death signal)
     assert not trial_processes(out / "trials" / running[:12])
 
@@ -121,7 +122,7 @@ def test_a_tune_killed_with_sigkill_goes_on_from_its_history_without_rerunning_a
     firsts = [r["key"] for r in after if r["event"] == "start" and "repeat" not in r]  # (not a close contender again)
     assert not set(firsts) & ended  # no finished trial runs again
     assert firsts.count(running) == 1  # the interrupted one, once
-    assert rerun.stdout.count("(from the history)") == 2
+    assert rerun.stdout.count("(from the history)") == 5
     runs: dict[str, list[float]] = {}  # each layout's ok runs (a close contender measured again has several), at
     reference = json.loads((out / "probe" / "probe.json").read_text())["reference_seconds"]  # the rerun probe's speed
     for r in records(out):

@@ -11,7 +11,7 @@ import pytest
 
 import strategy
 from strategy.cli import main
-from strategy.planning.search import CUT_SHOWN, NEAR_MEMORY
+from strategy.planning.search import CUT_SHOWN, NEAR_MEMORY, CostModel
 from strategy.planning.shapes import model_shape
 
 GIB = 2 ** 30
@@ -266,3 +266,31 @@ def test_a_model_whose_loss_holds_the_routers_loss_gets_no_pipeline_layouts(tmp_
         assert any("pp with the router's load-balancing loss" in str(cut) for cut in found[name].cut), name
     for name in ("without", "zero coefficient"):
         assert [c for c in found[name].candidates if c.degrees["pp"] > 1], name
+
+
+def test_a_layout_pays_for_each_collective_it_issues_and_smaller_micro_batches_issue_more():
+    """The collectives' own cost (latency, whatever their size): mp issues two all-reduces a layer each way per
+    micro-batch, so its count follows the micro-batches; dp all-reduces its gradient buckets once a step, the same at
+    every micro-batch size; sharding at stage 3 gathers twice where stage 1 gathers once."""
+    small = {"model_type": "llama", "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 4,
+             "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 688,
+             "max_position_embeddings": 128}
+    latency = 1e-3
+    cands = strategy.plan(small, gpus=2, gpu_memory=8 * 2 ** 30, seq_len=128, global_batch=8, top=10 ** 6,
+                          cost=CostModel(collective_seconds=latency)).candidates
+
+    def terms(degrees: dict[str, int], mbs: int, stage: int = 1) -> dict[str, float]:
+        return next(c.terms for c in cands if c.micro_batch_size == mbs and not c.recompute and c.stage == stage
+                    and all(c.degrees[k] == v for k, v in {"dp": 1, "mp": 1, "sharding": 1, **degrees}.items()))
+
+    for mbs in (1, 2, 4, 8):  # mp 2: the data rank's 8 sequences in 8 / mbs micro-batches, 4 layers, 4 a layer
+        assert terms({"mp": 2}, mbs)["collectives"] == pytest.approx(4 * 4 * (8 // mbs) * latency)
+    dp = [terms({"dp": 2}, mbs)["collectives"] for mbs in (1, 2, 4)]
+    assert dp[0] > 0 and dp == pytest.approx([dp[0]] * 3)
+    # sharding: per unit (4 layers, and the embedding and head) a gather per micro-batch (two at stage 3), a reduce a
+    # step at stage 1 and per micro-batch at stage 3
+    assert terms({"sharding": 2}, 2)["collectives"] == pytest.approx(5 * (2 + 1) * latency)
+    assert terms({"sharding": 2}, 2, stage=3)["collectives"] == pytest.approx(5 * (2 * 2 + 2) * latency)
+    single = strategy.plan(small, gpus=1, gpu_memory=8 * 2 ** 30, seq_len=128, global_batch=8, top=10 ** 6,
+                           cost=CostModel(collective_seconds=latency)).candidates
+    assert {c.terms["collectives"] for c in single} == {0.0}  # one rank: nothing to wait for

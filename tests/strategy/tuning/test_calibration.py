@@ -11,7 +11,7 @@ import pytest
 
 import strategy
 from strategy.cli import main
-from strategy.planning.calibration import FORMAT, Calibration, fit, load_calibration, mape, spearman
+from strategy.planning.calibration import AS_MEASURED, FORMAT, Calibration, fit, load_calibration, mape, spearman
 from strategy.planning.search import TERMS, CostModel
 
 LLAMA = {"model_type": "llama", "vocab_size": 256, "hidden_size": 256, "num_hidden_layers": 4,
@@ -44,6 +44,23 @@ def test_with_few_noisy_trials_coefficients_stay_non_negative_and_the_error_fall
     assert c.errors["mape_fitted"] <= c.errors["mape_common_scale"] <= c.errors["mape_uncalibrated"]
     assert c.errors["mape_fitted"] < 0.08
     assert c.predict(data[0][0]) == pytest.approx(sum(c.coefficients[k] * v for k, v in data[0][0].items()))
+
+
+def test_a_term_the_probe_measures_as_a_step_incurs_it_keeps_its_own_figure_until_trials_show_otherwise():
+    """Trials that show neither the calls nor the collectives leave those at 1 (the probe timed a layer's call and a
+    small collective as a step pays them), while the terms of peak figures take the common scale the trials show;
+    trials that show the collectives move their coefficient."""
+    truth = {name: 5.0 for name in TERMS}
+    truth.update(layers=1.0, collectives=1.0)
+    blind = [({**terms, "layers": 0.0, "collectives": 0.0}, y) for terms, y in rows(truth, 6, seed=1)]
+    blind = [(terms, sum(truth[k] * v for k, v in terms.items())) for terms, _ in blind]
+    c = fit(blind, CostModel())
+    assert c.coefficients["layers"] == pytest.approx(1.0) and c.coefficients["collectives"] == pytest.approx(1.0)
+    assert c.coefficients["compute"] == pytest.approx(5.0, rel=0.05) and c.errors["common_scale"] == pytest.approx(5.0)
+    truth["collectives"] = 3.0
+    shown = fit(rows(truth, 40, seed=2), CostModel(), ridge=1e-6)
+    assert shown.coefficients["collectives"] == pytest.approx(3.0, rel=0.01)
+    assert AS_MEASURED == ("layers", "collectives")
 
 
 def test_without_trials_the_calibration_is_the_model_itself():

@@ -126,3 +126,24 @@ def test_the_best_measured_layouts_micro_batch_neighbours_go_first_and_the_searc
     while (nxt := state.next(pending)[0]) is not None and nxt not in pending:  # down to the smallest that wins
         _fill(nxt, {"status": "ok", "step_seconds": 0.05 * nxt.candidate.micro_batch_size}, None)
     assert state.best().candidate.micro_batch_size == 1 and nxt in pending
+
+
+def test_after_the_search_a_new_best_from_a_repeat_has_its_neighbours_searched_before_more_repeats(trials):
+    """A repeat can put first a layout the search did not look around (it was second then): its unmeasured
+    micro-batch neighbours run next, as new trials; with none left, the close contenders run again."""
+    from strategy.tuning.tuner import _after_search
+
+    ts = fresh(trials)
+    state = _State(ts, CostModel(), CONTEXT)
+    dp4 = next(t for t in ts if t.family == "dp2" and t.candidate.micro_batch_size == 4 and not t.candidate.recompute)
+    sep8 = next(t for t in ts if t.family == "sep2" and t.candidate.micro_batch_size == 8 and not t.candidate.recompute)
+    _fill(sep8, {"status": "ok", "step_seconds": 0.18}, None)  # a lucky first run
+    _fill(dp4, {"status": "ok", "step_seconds": 0.20}, None)
+    for t in state.neighbours(sep8):
+        _fill(t, {"status": "ok", "step_seconds": 0.3}, None)  # the search looked around sep 2
+    nxt, repeat = _after_search(state)
+    assert repeat and nxt is sep8  # no neighbour of the best left: the contenders run again, the faster first
+    _fill(sep8, {"status": "ok", "step_seconds": 0.26}, None)  # its second run: 0.22 at the median, dp 2 first now
+    assert state.best() is dp4
+    nxt, repeat = _after_search(state)
+    assert not repeat and nxt in state.neighbours(dp4) and nxt.candidate.micro_batch_size in (2, 8)
