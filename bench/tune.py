@@ -5,9 +5,10 @@ For each model: the tuner's choice in each of TUNES runs (fresh directories) is 
 compared with the measured best, with the plan's top-1 (its H100 defaults, as `strategy plan` ranks; and with the
 probe's constants, uncalibrated), with a grid search in Paddle's auto_tuner order (dp, mp, pp, micro-batch, sharding
 degree and stage, recompute; the first layouts up to the same trial budget) and with a random search of the same
-budget (the mean of 1,000 draws). The last tune's calibration is scored on every layout: Spearman's rank correlation
-of predicted and measured, and the mean absolute percentage error (MAPE), next to the uncalibrated model's. Every ok
-trial's measured memory is compared with estimate_memory. Wall time: a tune against one exhaustive pass.
+budget (the mean of 1,000 draws). Each tune's calibration is scored on every layout: Spearman's rank correlation
+of predicted and measured, and the mean absolute percentage error (MAPE), next to the uncalibrated model's (the
+summary: the median over the tunes). Every ok trial's measured memory is compared with estimate_memory. Wall time: a
+tune against one exhaustive pass.
 
 Run: .venv/bin/python bench/tune.py [--models llama qwen3_moe] [--repeats 3] [--tunes 5]   (about an hour on 2 CPUs)
 """
@@ -150,23 +151,29 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
         """The median over layouts of (max - min) / median of its runs."""
         s = [(max(v) - min(v)) / statistics.median(v) for v in series.values() if len(v) > 1]
         return statistics.median(s) if s else None
+    def scored(i: int) -> dict:
+        """Tune i's calibration on every layout of the ground truth (taken at that tune's probe's speed, as its fit
+        is), next to its uncalibrated model (the probe's constants)."""
+        res = runs[i]["result"]
+        terms = {ident(t.candidate): t.candidate.terms for t in res.candidates}
+        keys = [k for k in truth if k in terms]
+        y = [truth[k] for k in keys]
+        tune_reference = json.loads((work / f"tune{i}" / "probe" / "probe.json").read_text()).get("reference_seconds")
+        if tune_reference and truth_reference:
+            y = [v * tune_reference / truth_reference for v in y]
+        calibrated = [res.calibration.predict(terms[k]) for k in keys]
+        uncalibrated = [sum(terms[k].values()) for k in keys]
+        scale = statistics.median(a / b for a, b in zip(y, uncalibrated))
+        return {"spearman_calibrated": spearman(calibrated, y), "spearman_uncalibrated": spearman(uncalibrated, y),
+                "mape_calibrated": mape(calibrated, y), "mape_uncalibrated": mape(uncalibrated, y),
+                "mape_uncalibrated_scaled": mape([scale * u for u in uncalibrated], y)}
+
     tuned = []
-    for run in runs:
+    for i, run in enumerate(runs):
         res = run["result"]
         chosen = measured(res.best.candidate) if res.best else float("nan")
         tuned.append({"choice": chosen, "vs_best": chosen / best - 1, "trials": len(res.trials), "seconds": run["seconds"],
-                      "stopped": res.stopped, "layout": label(res.best.candidate) if res.best else None})
-    last = runs[-1]["result"]
-    terms = {ident(t.candidate): t.candidate.terms for t in last.candidates}
-    keys = [k for k in truth if k in terms]
-    y = [truth[k] for k in keys]
-    tune_reference = json.loads((work / f"tune{len(runs) - 1}" / "probe" / "probe.json").read_text()).get(
-        "reference_seconds")
-    if tune_reference and truth_reference:  # the ground truth at the last tune's probe's speed, as its fit is
-        y = [v * tune_reference / truth_reference for v in y]
-    calibrated = [last.calibration.predict(terms[k]) for k in keys]
-    uncalibrated = [sum(terms[k].values()) for k in keys]
-    scale = statistics.median(a / b for a, b in zip(y, uncalibrated))
+                      "stopped": res.stopped, "layout": label(res.best.candidate) if res.best else None, **scored(i)})
     # every ok trial's measured memory against estimate_memory: the ground truth's (when measured in this run) and the
     # tunes' trials
     pairs = [] if cached and cached.exists() and repeats == 0 else list(memory.values())
@@ -184,14 +191,14 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
         "grid_paddle_order": grid, "random_search_mean": random_best,
         "grid_paddle_order_as_measured": grid_measured, "random_search_as_measured": random_measured,
         "noise_spread_raw": spread(raw), "noise_spread_corrected": spread(times),
-        "spearman_calibrated": spearman(calibrated, y), "spearman_uncalibrated": spearman(uncalibrated, y),
-        "mape_calibrated": mape(calibrated, y), "mape_uncalibrated": mape(uncalibrated, y),
-        "mape_uncalibrated_scaled": mape([scale * u for u in uncalibrated], y),
+        **{key: statistics.median(t[key] for t in tuned) for key in (  # (the median over the tunes)
+            "spearman_calibrated", "spearman_uncalibrated", "mape_calibrated", "mape_uncalibrated",
+            "mape_uncalibrated_scaled")},
         "memory_max_error": max(mem_errors) if mem_errors else None,
         "exhaustive_pass_seconds": exhaustive,
         "tune_seconds_mean": statistics.mean(t["seconds"] for t in tuned),
         "tune_share_of_exhaustive": statistics.mean(t["seconds"] for t in tuned) / exhaustive,
-        "calibration": last.calibration.as_dict(),
+        "calibration": runs[-1]["result"].calibration.as_dict(),  # (the last tune's)
     }
 
 
@@ -204,7 +211,8 @@ def report(r: dict) -> str:
     lines = [f"### {r['model']}: {r['layouts']} layouts fit, ground truth best {r['best_seconds']:.3f} s ({r['best_layout']})",
              "", "| search (budget 12) | measured s/step of its choice | vs best |", "|---|---:|---:|"]
     for i, t in enumerate(r["tunes"], 1):
-        lines.append(f"| strategy tune, run {i} ({t['trials']} trials, {t['seconds']:.0f} s): {t['layout']} | "
+        lines.append(f"| strategy tune, run {i} ({t['trials']} trials, {t['seconds']:.0f} s; its calibration: Spearman "
+                     f"{t['spearman_calibrated']:.2f}, MAPE {t['mape_calibrated']:.1%}): {t['layout']} | "
                      f"{t['choice']:.3f} | {t['vs_best']:+.1%} |")
     for name, value in ((f"plan's top-1, H100 defaults: {r['plan_top1_h100']['layout']}", r["plan_top1_h100"]["seconds"]),
                         (f"plan's top-1, probed constants: {r['plan_top1_probe']['layout']}", r["plan_top1_probe"]["seconds"]),
@@ -216,7 +224,9 @@ def report(r: dict) -> str:
         lines.append(f"| {name} | {value:.3f} | {value / r['best_seconds'] - 1:+.1%} |")
     lines += ["", f"- tune's choice within 5% of the best in {r['within_5pct']} of {len(r['tunes'])} runs; its worst "
               f"choice {worst:.3f} s against the baselines' {min(r['plan_top1_h100']['seconds'], r['plan_top1_probe']['seconds'], r['grid_paddle_order'], r['random_search_mean']):.3f} s at best",
-              f"- calibrated (last run) on all {r['measured_layouts']} layouts: Spearman {r['spearman_calibrated']:.2f} "
+              f"- calibrated, the median of the tunes' calibrations on all {r['measured_layouts']} layouts: Spearman "
+              f"{r['spearman_calibrated']:.2f} (from {min(t['spearman_calibrated'] for t in r['tunes']):.2f} to "
+              f"{max(t['spearman_calibrated'] for t in r['tunes']):.2f}) "
               f"(uncalibrated {r['spearman_uncalibrated']:.2f}), MAPE {r['mape_calibrated']:.1%} (uncalibrated "
               f"{r['mape_uncalibrated']:.1%}; with one best common scale {r['mape_uncalibrated_scaled']:.1%})",
               f"- noise: one layout's runs differ by {pct(r['noise_spread_raw'])} at the median as measured, "
