@@ -109,7 +109,29 @@ def main() -> int:
                   f"| {statistics.mean(vs):+.1%} | {max(vs):+.1%} | {statistics.median(rho):.2f} ({min(rho):.2f}) "
                   f"| {statistics.median(g['mape'] for g in got):.1%} "
                   f"({statistics.median(g['mape_uncalibrated'] for g in got):.1%}) |", flush=True)
+    print(fitted_to_all(args.model, saved["times"], probe), flush=True)
     return 0
+
+
+def fitted_to_all(model: str, times: dict[str, list[float]], probe: dict[str, Any]) -> str:
+    """The time model fitted to every layout of the ground truth (the most its terms can tell): its Spearman and MAPE
+    there, and the coefficients of the terms the probe measures as a step pays them (1: the probe's figure)."""
+    from parallel.tune.models import config_of
+    from strategy.planning.calibration import AS_MEASURED, fit
+    from strategy.planning.search import plan
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps(config_of(model, 128).to_dict(), default=str))
+        cost = tuner.cost_model(probe)
+        cands = plan(str(path), gpus=2, gpu_memory=probe["memory_bytes"], seq_len=128, global_batch=8,
+                     gpus_per_node=2, top=10 ** 6, cost=cost).candidates
+    rows = [(c.terms, statistics.median(times[ident(c)])) for c in cands if times.get(ident(c))]
+    c = fit(rows, cost)
+    predicted, measured = [c.predict(t) for t, _ in rows], [y for _, y in rows]
+    anchored = ", ".join(f"{name} {c.coefficients[name]:.2f}" for name in AS_MEASURED)
+    return (f"\nfitted to all {len(rows)} layouts: Spearman {spearman(predicted, measured):.2f}, MAPE "
+            f"{mape(predicted, measured):.1%}; {anchored} (the common scale {c.errors['common_scale']:.2f})")
 
 
 if __name__ == "__main__":

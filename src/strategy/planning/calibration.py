@@ -1,14 +1,14 @@
 """The plan's time model fitted to measured steps (`strategy tune`), and its file (`strategy plan --calibration`).
 
 The prediction is a weighted sum of the model's terms (`search.step_terms`: compute, each axis's communication, the
-calls, the optimizer, the bubble, a fixed cost), each term worked out from the cost constants (the device probe's when
-tuning). The fit finds one coefficient per term by least squares on the relative error of the measured trials,
-regularised toward a prior (ridge): with fewer trials than terms a term no trial shows stays at its prior, and a
-coefficient is never negative (a term cannot make a step faster). The prior of a term whose constant the probe
-measures as a step incurs it (`AS_MEASURED`: a layer's call, a small collective) is 1; the others' (peak FLOP/s, one
-message's bandwidth: a step reaches a share of them) is one common scale, the median over the trials of what is left of
-the step over their sum. A communication coefficient below the common scale is the share of that traffic the runtime
-hides behind compute (overlap).
+calls, the collectives, the optimizer, the bubble, a fixed cost), each term worked out from the cost constants (the
+device probe's when tuning). The fit finds one coefficient per term by least squares on the relative error of the
+measured trials, regularised toward a prior (ridge): with fewer trials than terms a term no trial shows stays at its
+prior, and a coefficient is never negative (a term cannot make a step faster). The prior of a term whose constant the
+probe measures as a step incurs it (`AS_MEASURED`: a layer's call, a small collective) is 1; the others' (peak
+FLOP/s, one message's bandwidth: a step reaches a share of them) is one common scale, the median over the trials of
+what is left of the step over their sum. A communication coefficient below the common scale is the share of that
+traffic the runtime hides behind compute (overlap).
 """
 
 # Annotations stay evaluated (no `from __future__ import annotations`): see resolution/layout.py.
@@ -27,10 +27,12 @@ from .search import TERMS, CostModel
 __all__ = ["Calibration", "fit", "load_calibration", "spearman", "mape"]
 
 FORMAT = "strategy-tune-calibration/1"
-RIDGE = 0.05  # the pull toward the common scale, against the squared relative error of each trial
+RIDGE = 0.05  # the pull toward the prior, against the squared relative error of each trial
 # terms whose cost constant the probe measures as a step incurs it (a decoder layer's call, a small collective):
 # their prior coefficient is 1, where the others' (peak FLOP/s, one message's bandwidth) share the common scale
 AS_MEASURED = ("layers", "collectives")
+# cost constants added after the format was first written, and their term: a file without one predicts as it was fitted
+ADDED = {"collective_seconds": "collectives"}
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,14 @@ def load_calibration(path: str | os.PathLike[str]) -> Calibration:
         raise ValueError(f"{path}: not a calibration file (its format must be {FORMAT!r}; `strategy tune` writes one)")
     names = {f.name for f in dataclasses.fields(CostModel)}
     cost = data.get("cost")
-    if not isinstance(cost, dict) or set(cost) != names:
-        raise ValueError(f"{path}: cost: expected an object of {sorted(names)}, got {cost!r}")
     coefficients = data.get("coefficients")
     if not isinstance(coefficients, dict):
         raise ValueError(f"{path}: coefficients: expected an object of term -> number")
+    if isinstance(cost, dict) and set(cost) == names - set(ADDED):  # written before the terms ADDED: they count 0,
+        cost = {**cost, **{k: getattr(CostModel(), k) for k in ADDED}}  # as in its fit
+        coefficients = {**{term: 0.0 for term in ADDED.values()}, **coefficients}
+    if not isinstance(cost, dict) or set(cost) != names:
+        raise ValueError(f"{path}: cost: expected an object of {sorted(names)}, got {cost!r}")
     for name, value in coefficients.items():
         if name not in TERMS:
             raise ValueError(f"{path}: coefficients.{name}: no such term (the terms: {', '.join(TERMS)})")
@@ -89,7 +94,8 @@ def load_calibration(path: str | os.PathLike[str]) -> Calibration:
 def fit(rows: Sequence[tuple[Mapping[str, float], float]], cost: CostModel, *, ridge: float = RIDGE,
         context: Mapping[str, Any] | None = None) -> Calibration:
     """The coefficients that best predict `rows` ((the terms of a trial's layout, its measured step seconds)), by
-    least squares on the relative error with a ridge toward one common scale; coefficients >= 0."""
+    least squares on the relative error with a ridge toward the prior (1 for `AS_MEASURED`, one common scale for the
+    rest); coefficients >= 0."""
     import numpy as np
 
     if not rows:
@@ -98,7 +104,9 @@ def fit(rows: Sequence[tuple[Mapping[str, float], float]], cost: CostModel, *, r
     y = np.array([seconds for _, seconds in rows], dtype=float)
     anchored = np.array([name in AS_MEASURED for name in TERMS])
     held = x[:, anchored].sum(axis=1)  # (their share at their own figures)
-    scale = float(np.median(np.maximum(y - held, 0.1 * y) / x[:, ~anchored].sum(axis=1)))
+    rest = x[:, ~anchored].sum(axis=1)
+    shown = rest > 0  # (a trial of the anchored terms alone says nothing of the scale)
+    scale = float(np.median(np.maximum(y - held, 0.1 * y)[shown] / rest[shown])) if shown.any() else 1.0
     prior = np.where(anchored, 1.0, scale)
     a = x * prior / y[:, None]  # each term's share of the trial's time, at its prior
     free = np.ones(len(TERMS), dtype=bool)
@@ -121,7 +129,7 @@ def fit(rows: Sequence[tuple[Mapping[str, float], float]], cost: CostModel, *, r
     before = mape([sum(t.values()) for t, _ in rows], y.tolist())
     after = mape([calibration.predict(t) for t, _ in rows], y.tolist())
     scaled = mape((x @ prior).tolist(), y.tolist())  # (the priors alone: no term fitted)
-    return dataclasses.replace(calibration, errors={"mape_uncalibrated": before, "mape_common_scale": scaled,
+    return dataclasses.replace(calibration, errors={"mape_uncalibrated": before, "mape_prior": scaled,
                                                     "mape_fitted": after, "common_scale": scale})
 
 

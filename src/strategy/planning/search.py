@@ -15,9 +15,11 @@ The cost model (every constant a parameter; the defaults an H100 SXM node's):
   (989 TFLOP/s dense bf16, NVIDIA's H100 SXM datasheet) × `utilisation` (0.4, a well-tuned large run's MFU);
 - communication, not overlapped (an upper bound), each collective by ring cost ((n − 1)/n of the bytes per rank, twice
   for an all-reduce) over `intra_node_bandwidth` (450 GB/s: NVLink 4's 900 GB/s both ways) when the group stays in a
-  node, else `inter_node_bandwidth` (50 GB/s: one 400 Gb/s NDR InfiniBand port per GPU): mp two all-reduces of the
-  activations a layer forward and two backward; dp an all-reduce of the bf16 gradients; sharding a reduce-scatter of
-  the gradients and an all-gather of the weights (twice at stage 3: forward and backward); pp a send and a receive of
+  node, else `inter_node_bandwidth` (50 GB/s: one 400 Gb/s NDR InfiniBand port per GPU): mp an all-reduce of the
+  activations per row-parallel linear forward and per column-parallel linear backward, as the Hugging Face plans
+  split a layer (seven a dense layer, four a sparse one; the recomputed forward's again), and the embedding's and the
+  head's; dp an all-reduce of the bf16 gradients; sharding a reduce-scatter of the gradients and an all-gather of the
+  weights (twice at stage 3: forward and backward; under pp once a step, the pipeline defers them); pp a send and a receive of
   the hidden state per micro-batch and stage boundary each way; sep four all-to-alls a layer each way; cp an
   all-gather of keys and values a layer forward and a reduce-scatter backward; ep two all-to-alls of the routed
   tokens a sparse layer each way;
@@ -320,6 +322,7 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
     """A step's seconds on one rank, by term (`TERMS`; their sum is the prediction before calibration): the compute,
     each axis's communication (not overlapped: a calibration's coefficient below 1 is the share hidden), the calls'
     own cost (`layer_seconds` a decoder layer and micro-batch: why larger micro-batches are faster on one GPU too),
+    the collectives' own cost (`collective_seconds` each, whatever its size: `_collectives`),
     the optimizer's update (the model states streamed twice over `memory_bandwidth`), the pipeline bubble, and a
     step's fixed cost."""
     tokens = global_batch * seq_len
@@ -338,17 +341,19 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
     comm = dict.fromkeys(("mp", "dp", "sharding", "pp", "sep", "cp", "ep"), 0.0)
     if d["mp"] > 1:
         per = 2 * (d["mp"] - 1) / d["mp"] * local_tokens * h * low
-        comm["mp"] = 4 * layers * micro * per / bw("mp")
+        comm["mp"] = _mp_all_reduces(shape, d["pp"], layout.recompute.enabled) * micro * per / bw("mp")
     # a rank's weights: the dense ones split by mp and pp, its block of experts (reduced over the ranks holding it)
     params = (shape.parameters - shape.expert_parameters) / (d["mp"] * d["pp"]) + shape.expert_parameters / (
         d["ep"] * d["pp"])
     if d["dp"] > 1:
         comm["dp"] = 2 * (d["dp"] - 1) / d["dp"] * params / d["sharding"] * low / bw("dp")
     if d["sharding"] > 1:  # every micro-step gathers the weights (twice at stage 3); gradients reduce in fp32, at
-        n = d["sharding"]  # stages 2-3 every micro-step, at stage 1 once a step
-        stage3 = layout.sharding.stage == 3
-        gathers = micro * (2 if stage3 else 1)
-        reduces = micro if layout.sharding.stage >= 2 else 1
+        n = d["sharding"]  # stages 2-3 every micro-step, at stage 1 once a step; under pp both wait for the step's
+        stage3 = layout.sharding.stage == 3  # last backward (the backward's gathers of stage 3 excepted)
+        if d["pp"] > 1:
+            gathers, reduces = 1 + (micro if stage3 else 0), 1
+        else:
+            gathers, reduces = micro * (2 if stage3 else 1), micro if layout.sharding.stage >= 2 else 1
         comm["sharding"] = (gathers * low + reduces * 4) * (n - 1) / n * params / bw("sharding")
     if d["pp"] > 1:
         comm["pp"] = 2 * 2 * micro * local_tokens * h * low / bw("pp")
@@ -369,31 +374,57 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
             "bubble": bubble, "step": cost.step_seconds}
 
 
+def _mp_all_reduces(shape: ModelShape, pp: int, recomputed: bool) -> float:
+    """The activation all-reduces of mp a micro-batch on one pipeline stage, as the Hugging Face plans split a layer:
+    forward one per row-parallel linear (the attention's output; a dense MLP's down), backward one per
+    column-parallel linear (q, k and v; a dense MLP's gate and up; experts are split over ep, never by mp), the
+    recomputed forward's again with recompute; and the vocabulary-split embedding's and the head's (3)."""
+    forward = (2 * shape.dense_layers + shape.sparse_layers) / pp
+    backward = (5 * shape.dense_layers + 3 * shape.sparse_layers) / pp
+    return forward * (2 if recomputed else 1) + backward + 3
+
+
 def _collectives(shape: ModelShape, d: dict[str, int], layout: Any, micro: int, gradient_bytes: float) -> float:
-    """How many collectives a rank issues a step, as the communication terms count them: mp two all-reduces a layer
-    each way, sep four all-to-alls, cp a ring of cp − 1 exchanges a layer each way, ep two all-to-alls a sparse layer
-    each way, all per micro-batch; sharding a gather (two at stage 3) per layer and micro-batch and a reduce per layer
-    (per micro-batch from stage 2); pp a send and a receive each way per micro-batch; dp one all-reduce per gradient
-    bucket (fuse_grad_size_in_MB's, the first smaller) once a step."""
-    layers = shape.layers / d["pp"]
-    units = layers + 1  # (sharding: each decoder layer, and the embedding and head)
+    """How many collectives a rank issues a step, as the runtime issues them. Per micro-batch: mp's all-reduces
+    (`_mp_all_reduces`); sep four all-to-alls a layer each way; cp an all-gather of keys and values a layer and its
+    reduce-scatter back; ep four all-to-alls a sparse layer forward (counts, expert ids, tokens, the combine) and two
+    back; pp a send and a receive each way. A recomputed forward issues its forward ones again. Sharding (FSDP2, a unit
+    per decoder layer and one for the rest) gathers each unit every micro-step, the layers twice at stage 3 (forward
+    and backward), and reduces per micro-step from stage 2 (once a step at stage 1); under pp the pipeline defers both
+    to the step's last backward. dp all-reduces once a step: per gradient bucket (fuse_grad_size_in_MB's, the first
+    smaller), in one coalesced call under pp, per FSDP unit and reduction beside sharding."""
+    pp, recomputed = d["pp"], layout.recompute.enabled
+    layers, sparse = shape.layers / pp, shape.sparse_layers / pp
+    again = 2 if recomputed else 1  # (the forward's collectives, run twice with recompute)
     n = 0.0
     if d["mp"] > 1:
-        n += 4 * layers * micro
+        n += _mp_all_reduces(shape, pp, recomputed) * micro
     if d["sep"] > 1:
-        n += 8 * layers * micro
+        n += (4 * again + 4) * layers * micro
     if d["cp"] > 1:
-        n += 2 * (d["cp"] - 1) * layers * micro
-    if d["ep"] > 1 and shape.sparse_layers:
-        n += 4 * shape.sparse_layers / d["pp"] * micro
-    if d["sharding"] > 1:
-        stage = layout.sharding.stage
-        n += units * (micro * (2 if stage == 3 else 1) + (micro if stage >= 2 else 1))
-    if d["pp"] > 1:
+        n += (again + 1) * layers * micro
+    if d["ep"] > 1 and sparse:
+        n += (4 * again + 2) * sparse * micro
+    if pp > 1:
         n += 4 * micro
+    reduces = 0.0
+    if d["sharding"] > 1:
+        stage, units = layout.sharding.stage, layers + 1
+        if pp > 1:
+            gathers = units + (layers * micro if stage == 3 else 0)
+            reduces = units
+        else:
+            gathers = (2 * layers + 1 if stage == 3 else units) * micro
+            reduces = units * (micro if stage >= 2 else 1)
+        n += gathers + reduces
     if d["dp"] > 1:
-        bucket, first = DpBucketSettings()
-        n += 1 + math.ceil(max(0.0, gradient_bytes - first) / bucket)
+        if d["sharding"] > 1:
+            n += reduces
+        elif pp > 1:
+            n += 1
+        else:
+            bucket, first = DpBucketSettings()
+            n += 1 + math.ceil(max(0.0, gradient_bytes - first) / bucket)
     return n
 
 

@@ -274,8 +274,9 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
         state.refit()
         say(show.line(nxt))
         show.update(history.runs, state)
+    searched = state.best()
     while history.runs < max_trials and (deadline is None or time.monotonic() < deadline):
-        nxt, repeat = _after_search(state)
+        nxt, repeat = _after_search(state, searched)
         if nxt is None:
             break
         number = history.runs + 1
@@ -292,12 +293,12 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
     return ran, stopped
 
 
-def _after_search(state: "_State") -> tuple[Trial | None, bool]:
-    """What runs once the search is over, and whether it is a repeat: the best's unmeasured micro-batch neighbours
-    first (a repeat can put another layout first; the search looked around the one first then), else a close
-    contender again (`_confirm`)."""
+def _after_search(state: "_State", searched: Trial | None) -> tuple[Trial | None, bool]:
+    """What runs once the search is over, and whether it is a repeat: when a repeat has put first another layout than
+    `searched` (the best when the search ended, whose neighbours it looked at), that layout's unmeasured micro-batch
+    neighbours; else a close contender again (`_confirm`)."""
     best = state.best()
-    near = state.neighbours(best) if best is not None else []
+    near = state.neighbours(best) if best is not None and best is not searched else []
     if near:
         return min(near, key=lambda t: t.predicted), False
     return _confirm(state), True

@@ -41,7 +41,7 @@ def test_with_few_noisy_trials_coefficients_stay_non_negative_and_the_error_fall
     data = rows(truth, 8, seed=3, noise=0.05)
     c = fit(data, CostModel())
     assert all(v >= 0 for v in c.coefficients.values())
-    assert c.errors["mape_fitted"] <= c.errors["mape_common_scale"] <= c.errors["mape_uncalibrated"]
+    assert c.errors["mape_fitted"] <= c.errors["mape_prior"] <= c.errors["mape_uncalibrated"]
     assert c.errors["mape_fitted"] < 0.08
     assert c.predict(data[0][0]) == pytest.approx(sum(c.coefficients[k] * v for k, v in data[0][0].items()))
 

@@ -141,9 +141,11 @@ def test_after_the_search_a_new_best_from_a_repeat_has_its_neighbours_searched_b
     _fill(dp4, {"status": "ok", "step_seconds": 0.20}, None)
     for t in state.neighbours(sep8):
         _fill(t, {"status": "ok", "step_seconds": 0.3}, None)  # the search looked around sep 2
-    nxt, repeat = _after_search(state)
+    nxt, repeat = _after_search(state, sep8)
     assert repeat and nxt is sep8  # no neighbour of the best left: the contenders run again, the faster first
     _fill(sep8, {"status": "ok", "step_seconds": 0.26}, None)  # its second run: 0.22 at the median, dp 2 first now
     assert state.best() is dp4
-    nxt, repeat = _after_search(state)
+    nxt, repeat = _after_search(state, sep8)
     assert not repeat and nxt in state.neighbours(dp4) and nxt.candidate.micro_batch_size in (2, 8)
+    assert _after_search(state, dp4) == (dp4, True)  # the best the search ended on (its neighbours were its to run):
+    # the contender with the fewest runs again
