@@ -252,7 +252,7 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
           say: Callable[[str], None], *, max_trials: int, deadline: float | None,
           ran: list[Trial]) -> tuple[list[Trial], str]:
     """Trials until the budget is spent or no layout left can beat the best, then the close contenders measured again
-    (`_confirm`): (the trials run, why it stopped). A trial an earlier run was killed during goes first (once more:
+    (`_after_search`: the neighbours of a best a repeat put first, else `_confirm`): (the trials run, why it stopped). A trial an earlier run was killed during goes first (once more:
     `_measure` gives up on one interrupted twice). Every run counts against `max_trials`, repeats and the history's
     included."""
     ran = list(ran)
