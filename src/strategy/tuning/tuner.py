@@ -47,9 +47,9 @@ SPEED_WEIGHT = 0.5
 NEIGHBOURS_AFTER = 2  # the best's neighbours are searched once this many layouts are measured
 # Measured layouts this close to the best are measured again, up to CONFIRM_RUNS times each, with the trials of the
 # budget kept for it (a third of a budget above 6, at most CONFIRM_RESERVE). Chosen by replaying the policy against the
-# recorded ground truths (bench/tune_replay.py, 100 replays each, choices within 5% of the best): the examples' Llama
-# 65% at 10% and 2 kept, 82% at 20% and 3, 83% at 20% and 4; their Qwen3-MoE 67%, 58%, 49% (it gains from the search's
-# trials more than from repeats): 20% and 3 do best on both together.
+# recorded ground truths (bench/tune_replay.py, 100 replays each, choices within 5% of the best;
+# bench/results/tune_replay.md): Qwen3-MoE 87% with 2 kept, 95% with 3; the examples' Llama 100% with either; 20%
+# and 30% alike on both (30%: contenders the machine's noise, 11-12% on this VM, can reorder).
 CONFIRM_WITHIN = 0.30
 CONFIRM_RUNS = 3
 CONFIRM_RESERVE = 3
