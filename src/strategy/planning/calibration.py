@@ -128,8 +128,8 @@ def fit(rows: Sequence[tuple[Mapping[str, float], float]], cost: CostModel, *, r
     calibration = Calibration(cost, coefficients, len(rows), {}, dict(context or {}))
     before = mape([sum(t.values()) for t, _ in rows], y.tolist())
     after = mape([calibration.predict(t) for t, _ in rows], y.tolist())
-    scaled = mape((x @ prior).tolist(), y.tolist())  # (the priors alone: no term fitted)
-    return dataclasses.replace(calibration, errors={"mape_uncalibrated": before, "mape_prior": scaled,
+    at_prior = mape((x @ prior).tolist(), y.tolist())  # (the priors alone: no term fitted)
+    return dataclasses.replace(calibration, errors={"mape_uncalibrated": before, "mape_prior": at_prior,
                                                     "mape_fitted": after, "common_scale": scale})
 
 

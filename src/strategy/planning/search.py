@@ -19,8 +19,8 @@ The cost model (every constant a parameter; the defaults an H100 SXM node's):
   activations per row-parallel linear forward and per column-parallel linear backward, as the Hugging Face plans
   split a layer (seven a dense layer, four a sparse one; the recomputed forward's again), and the embedding's and the
   head's; dp an all-reduce of the bf16 gradients; sharding a reduce-scatter of the gradients and an all-gather of the
-  weights (twice at stage 3: forward and backward; under pp once a step, the pipeline defers them); pp a send and a receive of
-  the hidden state per micro-batch and stage boundary each way; sep four all-to-alls a layer each way; cp an
+  weights (twice at stage 3: forward and backward; under pp once a step, the pipeline defers them); pp a send and a
+  receive of the hidden state per micro-batch and stage boundary each way; sep four all-to-alls a layer each way; cp an
   all-gather of keys and values a layer forward and a reduce-scatter backward; ep two all-to-alls of the routed
   tokens a sparse layer each way;
 - the calls themselves: `layer_seconds` (100 µs) for each decoder layer's forward and backward in each micro-batch,
@@ -348,12 +348,8 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
     if d["dp"] > 1:
         comm["dp"] = 2 * (d["dp"] - 1) / d["dp"] * params / d["sharding"] * low / bw("dp")
     if d["sharding"] > 1:  # every micro-step gathers the weights (twice at stage 3); gradients reduce in fp32, at
-        n = d["sharding"]  # stages 2-3 every micro-step, at stage 1 once a step; under pp both wait for the step's
-        stage3 = layout.sharding.stage == 3  # last backward (the backward's gathers of stage 3 excepted)
-        if d["pp"] > 1:
-            gathers, reduces = 1 + (micro if stage3 else 0), 1
-        else:
-            gathers, reduces = micro * (2 if stage3 else 1), micro if layout.sharding.stage >= 2 else 1
+        n = d["sharding"]  # stages 2-3 every micro-step, at stage 1 once a step (`_sharding_rounds`)
+        gathers, reduces = _sharding_rounds(layout.sharding.stage, micro, d["pp"])
         comm["sharding"] = (gathers * low + reduces * 4) * (n - 1) / n * params / bw("sharding")
     if d["pp"] > 1:
         comm["pp"] = 2 * 2 * micro * local_tokens * h * low / bw("pp")
@@ -372,6 +368,16 @@ def step_terms(shape: ModelShape, d: dict[str, int], layout: Any, memory: Memory
     bubble = (d["pp"] - 1) / micro * (compute + sum(comm.values()) + calls + collectives) if d["pp"] > 1 else 0.0
     return {"compute": compute, **comm, "layers": calls, "collectives": collectives, "optimizer": update,
             "bubble": bubble, "step": cost.step_seconds}
+
+
+def _sharding_rounds(stage: int, micro: int, pp: int) -> tuple[int, int]:
+    """How many times a step gathers a sharded decoder layer's weights and reduces its gradients (FSDP2): a gather
+    every micro-step (two at stage 3: forward and backward), a reduce every micro-step from stage 2 (once a step at
+    stage 1, the merge deferred); under pp the pipeline defers both to the step's last backward, but for the
+    backward's gathers of stage 3."""
+    if pp > 1:
+        return 1 + (micro if stage == 3 else 0), 1
+    return micro * (2 if stage == 3 else 1), micro if stage >= 2 else 1
 
 
 def _mp_all_reduces(shape: ModelShape, pp: int, recomputed: bool) -> float:
@@ -408,15 +414,10 @@ def _collectives(shape: ModelShape, d: dict[str, int], layout: Any, micro: int, 
     if pp > 1:
         n += 4 * micro
     reduces = 0.0
-    if d["sharding"] > 1:
-        stage, units = layout.sharding.stage, layers + 1
-        if pp > 1:
-            gathers = units + (layers * micro if stage == 3 else 0)
-            reduces = units
-        else:
-            gathers = (2 * layers + 1 if stage == 3 else units) * micro
-            reduces = units * (micro if stage >= 2 else 1)
-        n += gathers + reduces
+    if d["sharding"] > 1:  # (the rest's unit is gathered as at stage 1: never resharded after its forward)
+        gathers, per_unit = _sharding_rounds(layout.sharding.stage, micro, pp)
+        reduces = (layers + 1) * per_unit
+        n += layers * gathers + _sharding_rounds(1, micro, pp)[0] + reduces
     if d["dp"] > 1:
         if d["sharding"] > 1:
             n += reduces

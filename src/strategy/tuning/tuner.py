@@ -252,12 +252,23 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
           say: Callable[[str], None], *, max_trials: int, deadline: float | None,
           ran: list[Trial]) -> tuple[list[Trial], str]:
     """Trials until the budget is spent or no layout left can beat the best, then the close contenders measured again
-    (`_after_search`: the neighbours of a best a repeat put first, else `_confirm`): (the trials run, why it stopped). A trial an earlier run was killed during goes first (once more:
-    `_measure` gives up on one interrupted twice). Every run counts against `max_trials`, repeats and the history's
-    included."""
+    (`_after_search`: the neighbours of a best a repeat put first, else `_confirm`): (the trials run, why it
+    stopped). A trial an earlier run was killed during goes first (once more: `_measure` gives up on one interrupted
+    twice). Every run counts against `max_trials`, repeats and the history's included."""
     ran = list(ran)
     searching = max_trials - (min(CONFIRM_RESERVE, max_trials // 3) if max_trials > 6 else 0)
     stopped = f"the trial budget ({max_trials}) is spent"
+
+    def run(t: Trial, repeat: bool) -> None:
+        number = history.runs + 1
+        if not repeat:
+            t.number = number
+            ran.append(t)
+        result = _measure(t, history, runner, state, number=number if repeat else None)
+        state.refit()
+        say(show.line(t, number=number, result=result) if repeat else show.line(t))
+        show.update(history.runs, state)
+
     while True:
         if history.runs >= searching:
             break
@@ -268,25 +279,13 @@ def _loop(shortlist: list[Trial], state: "_State", history: History, runner: _Ru
         if nxt is None:
             stopped = why_stop
             break
-        nxt.number = history.runs + 1
-        _measure(nxt, history, runner, state)
-        ran.append(nxt)
-        state.refit()
-        say(show.line(nxt))
-        show.update(history.runs, state)
+        run(nxt, False)
     searched = state.best()
     while history.runs < max_trials and (deadline is None or time.monotonic() < deadline):
         nxt, repeat = _after_search(state, searched)
         if nxt is None:
             break
-        number = history.runs + 1
-        if not repeat:
-            nxt.number = number
-            ran.append(nxt)
-        result = _measure(nxt, history, runner, state, number=number if repeat else None)
-        state.refit()
-        say(show.line(nxt, number=number, result=result) if repeat else show.line(nxt))
-        show.update(history.runs, state)
+        run(nxt, repeat)
     best = state.best()
     if best is not None and len(best.samples) > 1:
         stopped += f"; the best measured {len(best.samples)} times"
