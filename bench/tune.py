@@ -173,7 +173,9 @@ def one_model(model: str, repeats: int, tunes: int, work: Path, cache: Path | No
         res = run["result"]
         chosen = measured(res.best.candidate) if res.best else float("nan")
         tuned.append({"choice": chosen, "vs_best": chosen / best - 1, "trials": len(res.trials), "seconds": run["seconds"],
-                      "stopped": res.stopped, "layout": label(res.best.candidate) if res.best else None, **scored(i)})
+                      "stopped": res.stopped, "layout": label(res.best.candidate) if res.best else None, **scored(i),
+                      "measured": [{"layout": label(t.candidate), "runs": t.samples, "truth": measured(t.candidate)}
+                                   for t in res.trials if t.measured]})  # (what each choice was made from)
     # every ok trial's measured memory against estimate_memory: the ground truth's (when measured in this run) and the
     # tunes' trials
     pairs = [] if cached and cached.exists() and repeats == 0 else list(memory.values())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import statistics
 import sys
@@ -31,9 +32,10 @@ def ident(c: Any) -> str:
 
 
 def replay(model: str, times: dict[str, list[float]], probe: dict[str, Any], replays: int,
-           seed: int) -> list[dict[str, float]]:
+           seed: int, noise: float = 0.0) -> list[dict[str, float]]:
     """Each replay's choice against the best median of the ground truth (`vs_best`, 0.05: 5% slower), and its last
-    calibration scored on every layout of the ground truth (`spearman`, `mape`; `mape_uncalibrated`)."""
+    calibration scored on every layout of the ground truth (`spearman`, `mape`; `mape_uncalibrated`). With `noise`, a
+    run is the layout's median × e^N(0, noise), drawn afresh: as many runs as a policy asks for, none recorded twice."""
     from parallel.tune.models import config_of
 
     truth = {k: statistics.median(v) for k, v in times.items() if v}
@@ -54,6 +56,10 @@ def replay(model: str, times: dict[str, list[float]], probe: dict[str, Any], rep
         if not runs:
             return {"status": "error", "error": "not in the ground truth", "wall_seconds": 0.0,
                     "estimate_bytes": c.memory.total}
+        if noise:
+            seconds = truth[ident(c)] * math.exp(rng.gauss(0.0, noise))
+            return {"status": "ok", "step_seconds": seconds, "steps": [], "memory_bytes": None,
+                    "estimate_bytes": c.memory.total, "wall_seconds": 0.0}
         if not drawn.get(ident(c)):  # a repeat draws another recorded run (a rerun is another measurement)
             drawn[ident(c)] = rng.sample(runs, len(runs))
         return {"status": "ok", "step_seconds": drawn[ident(c)].pop(), "steps": [], "memory_bytes": None,
@@ -74,6 +80,13 @@ def replay(model: str, times: dict[str, list[float]], probe: dict[str, Any], rep
     return out
 
 
+def run_noise(times: dict[str, list[float]]) -> float:
+    """The spread of a layout's runs in the ground truth: the standard deviation of their logarithms, pooled over the
+    layouts (the runs of one layout sit up to 40 minutes apart: the machine's drift is in it)."""
+    spreads = [statistics.variance([math.log(x) for x in runs]) for runs in times.values() if len(runs) > 1]
+    return math.sqrt(statistics.mean(spreads))
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("model")
@@ -83,6 +96,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--collective-seconds", type=float, help="the probe's collective_seconds, for a probe recorded "
                    "before it was measured")
+    p.add_argument("--noise", nargs="?", const="recorded", help="draw each run afresh around its layout's median: "
+                   "a log-normal spread (0.05: 5%%), or without a figure the ground truth's own (`run_noise`)")
     p.add_argument("--within", type=float, nargs="*", default=[tuner.CONFIRM_WITHIN],
                    help="CONFIRM_WITHIN values to compare")
     p.add_argument("--reserve", type=int, nargs="*", default=[tuner.CONFIRM_RESERVE],
@@ -96,12 +111,16 @@ def main() -> int:
     elif "collective_seconds" not in probe:
         p.error("the probe was recorded before the probe measured a collective's seconds: give --collective-seconds "
                 "(what `python -m parallel.tune.probe` measures on this machine now)")
+    noise = 0.0
+    if args.noise:
+        noise = run_noise(saved["times"]) if args.noise == "recorded" else float(args.noise)
+        print(f"each run drawn afresh: the layout's median × e^N(0, {noise:.3f})\n")
     print("| close contenders within | trials kept for them | within 5% of the best | mean | worst "
           "| calibrated Spearman, median (worst) | MAPE, median (uncalibrated) |\n|---:|---:|---:|---:|---:|---:|---:|")
     for within in args.within:
         for reserve in args.reserve:
             tuner.CONFIRM_WITHIN, tuner.CONFIRM_RESERVE = within, reserve
-            got = replay(args.model, saved["times"], probe, args.replays, args.seed)
+            got = replay(args.model, saved["times"], probe, args.replays, args.seed, noise)
             vs = [g["vs_best"] for g in got]
             hits = sum(v <= 0.05 for v in vs)
             rho = [g["spearman"] for g in got]

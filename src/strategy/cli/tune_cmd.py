@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--command", metavar="TEMPLATE", help="your training command instead of the built-in trial: "
                    "{strategy}, {out} and {trial} are filled in; it reads --strategy and logs through parallel.Meter")
     p.add_argument("--gpus-per-node", type=positive, metavar="N", help="(default: the world size, one node)")
-    p.add_argument("--max-steps", type=positive, default=10, metavar="K", help="timed steps a trial at most (default 10)")
+    p.add_argument("--max-steps", type=positive, default=20, metavar="K", help="timed steps a trial at most (default 20)")
     p.add_argument("--cut", type=float, default=2.0, metavar="F",
                    help="end a trial whose step is F times the best measured (default 2)")
     p.set_defaults(run=_tune)

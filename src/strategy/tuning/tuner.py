@@ -111,7 +111,7 @@ def family(c: Candidate) -> str:
 def tune(model: str | os.PathLike[str], *, world_size: int, seq_len: int, global_batch: int,
          out: str | os.PathLike[str], max_trials: int = 12, budget_seconds: float | None = None, top: int = 3,
          trial_timeout: float = 300.0, launcher: Sequence[str] | str | None = None, command: str | None = None,
-         gpus_per_node: int | None = None, warmup: int = 2, max_steps: int = 10, tolerance: float = 0.03,
+         gpus_per_node: int | None = None, warmup: int = 2, max_steps: int = 20, tolerance: float = 0.03,
          cut: float = 2.0, headroom: float = 0.1, env: Mapping[str, str] | None = None,
          progress: Callable[[str], None] | None = print, bar: bool | None = None) -> TuneResult:
     """Tune the strategy of `model` (a small model's type, "llama", "qwen3_moe", ...; a Hugging Face directory holding
@@ -449,7 +449,7 @@ def _measure(t: Trial, history: History, runner: _Runner, state: "_State", *,
 
 def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | None, env: Mapping[str, str], *,
               number: int, model: Path, seq_len: int, global_batch: int, timeout: float, warmup: int = 2,
-              max_steps: int = 10, tolerance: float = 0.03, cut_seconds: float = 0.0,
+              max_steps: int = 20, tolerance: float = 0.03, cut_seconds: float = 0.0,
               reference: float | None = None) -> dict[str, Any]:
     """One trial of `c` in `folder` (its strategy file, trial.json and log.txt): the result record the history keeps
     (the schema's `result`). `cut_seconds` is at the probe's speed, whose reference workload took `reference`."""
