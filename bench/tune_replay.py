@@ -98,11 +98,15 @@ def main() -> int:
                    "before it was measured")
     p.add_argument("--noise", nargs="?", const="recorded", help="draw each run afresh around its layout's median: "
                    "a log-normal spread (0.05: 5%%), or without a figure the ground truth's own (`run_noise`)")
+    p.add_argument("--speed-weight", type=float, help="the speed correction's weight (tuner.SPEED_WEIGHT) for the "
+                   "ground truth and the tuner alike")
     p.add_argument("--within", type=float, nargs="*", default=[tuner.CONFIRM_WITHIN],
                    help="CONFIRM_WITHIN values to compare")
     p.add_argument("--reserve", type=int, nargs="*", default=[tuner.CONFIRM_RESERVE],
                    help="CONFIRM_RESERVE values to compare")
     args = p.parse_args()
+    if args.speed_weight is not None:
+        tuner.SPEED_WEIGHT = args.speed_weight
     saved = json.loads((args.truth_cache / f"truth_{args.model}.json").read_text())
     saved["times"] = recorded_times(saved)  # (each run at the tuner's correction)
     probe = json.loads((args.probe or args.truth_cache / f"probe_{args.model}.json").read_text())

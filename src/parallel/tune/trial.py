@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     reference_seconds(training.device)  # (warm, as the probe's is, before the first timed one)
     status, times, last, references = _timed_steps(training, args, failure)
     return {"status": status, "step_seconds": statistics.median(times), "steps": times, "warmup": args.warmup,
-            "reference_seconds": statistics.median(references),
+            "reference_seconds": statistics.median(references), "references": references,
             "world_size": training.hcg.world_size, "tflops_per_device": last["tflops_per_device"] if last else None,
             "memory": memory}
 
@@ -245,8 +245,8 @@ _TRANSIENT = ("gathered weights (FSDP2)", "gathered experts (FSDP2)", "unsharded
 def _stable(times: list[float], tolerance: float) -> bool:
     """The median is known within ±`tolerance`: its standard error, 1.2533 σ / √n for n steps of relative spread σ (the
     standard deviation of their logarithms), is at most `tolerance`. Why not "the median stopped moving": on this VM a
-    step's time spreads 12%, and five steps "stable" that way put two layouts 13% apart in the wrong order 28% of the
-    time, twenty steps 8% (two Llama layouts, eight runs each of twenty steps, `strategy tune`'s notes in docs/tune.md)."""
+    step's time spread 6-12%, and one run each of five steps put two Llama layouts 8-10% apart in the wrong order 23%
+    and 16% of the time, of twenty steps 0% and 8% (bench/trial_steps.py: two recordings of eight runs each)."""
     logs = [math.log(t) for t in times if t > 0]
     return len(logs) >= 2 and 1.2533 * statistics.stdev(logs) / math.sqrt(len(logs)) <= tolerance
 

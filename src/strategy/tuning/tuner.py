@@ -39,11 +39,13 @@ __all__ = ["Trial", "TuneResult", "tune", "family"]
 # How the history's step times compare: a history written before they were corrected to the probe's speed counts as
 # another context (its times are not comparable with the corrected ones).
 TIMING = "at the probe's speed"
-# The reference workload is itself a noisy measure of the machine's speed (two runs of one layout: 9% apart at the
-# median): half its correction, in ratio, spread the runs of a layout least on the Qwen3-MoE ground truth of
-# bench/tune.py (68 layouts × 3 runs: 18% as measured, 13% fully corrected, 12% half corrected; median of
-# (max − min) / median).
-SPEED_WEIGHT = 0.5
+# The reference workload is itself a noisy measure of the machine's speed, so three quarters of its correction, in
+# ratio, is applied: the runs of a layout spread least so, or about as little as at the best weight, on each of five
+# recordings (bench/trial_steps.py --truths: the pooled σ of a layout's runs as measured / ½ / ¾ / fully corrected,
+# on Qwen3-MoE's ground truth 12.1 / 7.7 / 8.0 / 10.1%, two Llama ones 16.1 / 9.4 / 7.9 / 8.9% and 16.3 / 7.7 / 5.1 /
+# 6.2%; and two Llama layouts 8-10% apart in two recordings of eight runs of 20 steps each, in the wrong order
+# 22 / 8 / 0 / 6% and 25 / 20 / 8 / 2% of pairs of runs: this VM's speed switches between states 1.8× apart).
+SPEED_WEIGHT = 0.75
 NEIGHBOURS_AFTER = 2  # the best's neighbours are searched once this many layouts are measured
 # Measured layouts this close to the best are measured again, up to CONFIRM_RUNS times each, with the trials of the
 # budget kept for it (a third of a budget above 6, at most CONFIRM_RESERVE). Chosen by replaying the policy against the
@@ -472,7 +474,8 @@ def run_trial(c: Candidate, folder: Path, prefix: Sequence[str], command: str | 
     memory = outcome.result.get("memory") or {}
     result = {"status": outcome.status, "step_seconds": outcome.result.get("step_seconds"),
               "reference_seconds": outcome.result.get("reference_seconds"),
-              "steps": outcome.result.get("steps", []), "memory_bytes": memory.get("peak_bytes"),
+              "steps": outcome.result.get("steps", []), "references": outcome.result.get("references", []),
+              "memory_bytes": memory.get("peak_bytes"),
               "estimate_bytes": memory.get("estimate_bytes", c.memory.total), "wall_seconds": outcome.wall_seconds}
     if outcome.error:
         result["error"] = outcome.error.strip()[-1500:]

@@ -93,17 +93,18 @@ def test_the_close_contenders_of_the_best_are_measured_again_up_to_three_runs_ea
 
 
 def test_step_times_are_compared_at_the_probes_speed(trials):
-    """A trial whose reference workload took 1.5625× the probe's counts as 0.8 of what it measured (the square root:
-    SPEED_WEIGHT 0.5); without a reference on either side (a user's command) it counts as measured."""
-    assert corrected({"step_seconds": 0.5, "reference_seconds": 0.03125}, 0.02) == pytest.approx(0.4)
+    """A trial whose reference workload took 81/16 of the probe's counts as 8/27 of what it measured (three quarters
+    of the correction: SPEED_WEIGHT 0.75); without a reference on either side (a user's command) it counts as
+    measured."""
+    assert corrected({"step_seconds": 0.54, "reference_seconds": 0.10125}, 0.02) == pytest.approx(0.16)
     assert corrected({"step_seconds": 0.5}, 0.02) == 0.5 and corrected({"step_seconds": 0.5, "reference_seconds": 0.03125},
                                                                          None) == 0.5
     assert corrected({"status": "oom"}, 0.02) is None
     t = fresh(trials)[0]
-    _fill(t, {"status": "ok", "step_seconds": 0.5, "reference_seconds": 0.03125}, 0.02)
-    assert t.step_seconds == pytest.approx(0.4) and t.speed == pytest.approx(0.8)
+    _fill(t, {"status": "ok", "step_seconds": 0.54, "reference_seconds": 0.10125}, 0.02)
+    assert t.step_seconds == pytest.approx(0.16) and t.speed == pytest.approx(8 / 27)
     _fill(t, {"status": "ok", "step_seconds": 0.5, "reference_seconds": 0.02}, 0.02)  # measured again at full speed
-    assert t.samples == pytest.approx([0.4, 0.5]) and t.step_seconds == pytest.approx(0.45)
+    assert t.samples == pytest.approx([0.16, 0.5]) and t.step_seconds == pytest.approx(0.33)
 
 
 def test_the_best_measured_layouts_micro_batch_neighbours_go_first_and_the_search_walks_down_them(trials):
