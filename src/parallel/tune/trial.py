@@ -3,17 +3,16 @@ of the launcher (torchrun). Rank 0 writes OUT/trial.json:
 
     {"status": "ok" | "cut" | "oom" | "error", "step_seconds": median of the timed steps (each the slowest rank's),
      "steps": [every timed step's seconds], "warmup": n, "reference_seconds": the median of the reference workload's
-     seconds (`probe.reference_seconds`, the slowest rank's) run after each timed step,
+     seconds (`probe.reference_seconds`, the slowest rank's) run after each timed step, "references": each of them,
      "memory": {"peak_bytes": the largest rank's, "per_rank": [...], "estimate_bytes": estimate_memory's total,
      "parts": this rank's measured parts}, "error": "...", "seconds": wall}
 
 Steps: `--warmup` steps (the first measures memory: the activations saved for backward through saved-tensor hooks,
 and the model states after the update, as `strategy.estimate_memory` counts them; on CUDA the allocator's peak is
-taken as well), then timed steps until the median is known within ±`--tolerance` (its standard error, after at least five
-and `--min-steps`), or `--max-steps`. When the median of the timed steps
-(two at least) is slower than `--cut-seconds` the trial ends as "cut" (the tuner passes a multiple of its best step
-so far, at the probe's speed, and `--probe-reference`: the steps are compared at that speed too, as the tuner's
-`corrected` takes them). Every rank takes the same decisions: they read the step time the Meter gathers from all
+taken as well), then timed steps until the median is known within ±`--tolerance` (its standard error, after at
+least five and `--min-steps`), or `--max-steps`. When the median of the timed steps (two at least) is slower than
+`--cut-seconds` the trial ends as "cut" (the tuner passes a multiple of its best step so far, at the probe's speed,
+and `--probe-reference`: the steps are compared at that speed too, as the tuner's `corrected` takes them). Every rank takes the same decisions: they read the step time the Meter gathers from all
 ranks.
 
 `STRATEGY_TUNE_INJECT` (e.g. "oom@3,hang@5") makes trial number `STRATEGY_TUNE_TRIAL` fail on purpose: "oom" raises
