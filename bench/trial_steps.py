@@ -25,8 +25,9 @@ from pathlib import Path
 
 from strategy.planning.search import plan
 from strategy.tuning import launch
-from strategy.tuning.tuner import SPEED_WEIGHT, _probe, cost_model, run_trial
+from strategy.tuning.tuner import SPEED_WEIGHT, _probe, corrected, cost_model, run_trial
 from tune import SEQ, BATCH, WORLD, label  # (bench/tune.py, beside this script)
+from tune_replay import run_noise
 
 LAYOUTS = ("dp2, micro-batch 4×1, recompute off", "dp2, micro-batch 2×2, recompute off")
 STEPS = 20
@@ -48,8 +49,8 @@ def measure(runs: int, work: Path) -> dict:
                             reference=probe.get("reference_seconds"))
             if res["status"] != "ok":
                 raise SystemExit(f"{label(c)}: {res['status']} {res.get('error', '')[-500:]}")
-            out[label(c)].append({"steps": res["steps"], "reference_seconds": res["reference_seconds"], "references": res.get("references"),
-                                  "wall_seconds": res["wall_seconds"]})
+            out[label(c)].append({"steps": res["steps"], "reference_seconds": res["reference_seconds"],
+                                  "references": res.get("references"), "wall_seconds": res["wall_seconds"]})
             print(f"  {label(c)}: run {r + 1}/{runs}, {res['wall_seconds']:.1f} s", file=sys.stderr, flush=True)
     return {"probe_reference_seconds": probe.get("reference_seconds"), "runs": out}
 
@@ -63,7 +64,8 @@ def report(recorded: dict) -> str:
     ref = recorded["probe_reference_seconds"]
 
     def medians(runs: list[dict], n: int, weight: float = SPEED_WEIGHT) -> list[float]:
-        return [statistics.median(r["steps"][:n]) * (ref / r["reference_seconds"]) ** weight for r in runs]
+        return [corrected({"step_seconds": statistics.median(r["steps"][:n]), "reference_seconds":
+                           r["reference_seconds"]}, ref, weight=weight) or 0.0 for r in runs]
 
     def row(first: str, a: list[float], b: list[float]) -> str:
         wrong = sum(x > y for x in a for y in b) / (len(a) * len(b))
@@ -91,9 +93,10 @@ def truth_spread(path: Path) -> str:
     layout's runs at each weight of the speed correction."""
     saved = json.loads(path.read_text())
     cells = []
-    for w in WEIGHTS:
-        logs = [[math.log(r * (c / r) ** w) for r, c in zip(saved["raw"][k], saved["times"][k])] for k in saved["raw"]]
-        cells.append(f"{math.sqrt(statistics.mean(statistics.variance(v) for v in logs if len(v) > 1)):.1%}")
+    for w in WEIGHTS:  # (a fully corrected run c of a measured r had the reference r / c of the probe's, `recorded_times`)
+        runs = {k: [corrected({"step_seconds": r, "reference_seconds": r / c}, 1.0, weight=w) or r
+                    for r, c in zip(saved["raw"][k], saved["times"][k])] for k in saved["raw"]}
+        cells.append(f"{run_noise(runs):.1%}")
     return f"| {path} | " + " | ".join(cells) + " |"
 
 

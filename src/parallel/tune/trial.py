@@ -12,8 +12,8 @@ and the model states after the update, as `strategy.estimate_memory` counts them
 taken as well), then timed steps until the median is known within ±`--tolerance` (its standard error, after at
 least five and `--min-steps`), or `--max-steps`. When the median of the timed steps (two at least) is slower than
 `--cut-seconds` the trial ends as "cut" (the tuner passes a multiple of its best step so far, at the probe's speed,
-and `--probe-reference`: the steps are compared at that speed too, as the tuner's `corrected` takes them). Every rank takes the same decisions: they read the step time the Meter gathers from all
-ranks.
+and `--probe-reference`: the steps are compared at that speed too, as the tuner's `corrected` takes them). Every
+rank takes the same decisions: they read the step time the Meter gathers from all ranks.
 
 `STRATEGY_TUNE_INJECT` (e.g. "oom@3,hang@5") makes trial number `STRATEGY_TUNE_TRIAL` fail on purpose: "oom" raises
 torch.OutOfMemoryError in its first timed step on rank 0, "hang" sleeps there (the peers wait in their collectives),
