@@ -108,6 +108,10 @@ def main() -> int:
     p.add_argument("--truths", type=Path, nargs="+", default=[], help="also each ground truth's spread by weight "
                    "(bench/tune.py --truth-cache DIR: DIR/truth_MODEL.json)")
     args = p.parse_args()
+    missing = [str(path) for path in (args.recorded or []) + args.truths if not path.is_file()]
+    if missing:
+        p.error(f"no such file: {', '.join(missing)} (--from takes this script's --json files, --truths "
+                "bench/tune.py --truth-cache DIR's truth_MODEL.json)")
     if args.recorded:
         recordings = [json.loads(path.read_text()) for path in args.recorded]
     else:

@@ -117,7 +117,10 @@ def main() -> int:
                 "(what `python -m parallel.tune.probe` measures on this machine now)")
     noise = 0.0
     if args.noise:
-        noise = run_noise(saved["times"]) if args.noise == "recorded" else float(args.noise)
+        try:
+            noise = run_noise(saved["times"]) if args.noise == "recorded" else float(args.noise)
+        except ValueError:
+            p.error(f"--noise {args.noise!r}: give a spread such as 0.05 (5%), or no figure for the ground truth's own")
         print(f"each run drawn afresh: the layout's median × e^N(0, {noise:.3f})\n")
     print("| close contenders within | trials kept for them | within 5% of the best | mean | worst "
           "| calibrated Spearman, median (worst) | MAPE, median (uncalibrated) |\n|---:|---:|---:|---:|---:|---:|---:|")
