@@ -55,6 +55,9 @@ NEIGHBOURS_AFTER = 2  # the best's neighbours are searched once this many layout
 CONFIRM_WITHIN = 0.30
 CONFIRM_RUNS = 3
 CONFIRM_RESERVE = 3
+# The device probe's limit, whatever the trials' is: it runs a fixed set of measurements (8 s on this VM, one rank),
+# and a short trial_timeout, meant to end hung trials soon, ended it on a loaded CI machine before it had started.
+PROBE_TIMEOUT = 300.0
 
 
 @dataclass
@@ -125,7 +128,8 @@ def tune(model: str | os.PathLike[str], *, world_size: int, seq_len: int, global
         max_trials: trials to run at most (those reused from the history count too).
         budget_seconds: wall-clock seconds to spend at most (a trial is not started past it).
         top: the fastest predicted layouts on the shortlist, beside the best of each family.
-        trial_timeout: seconds a trial may take before its whole process tree is ended ("timeout").
+        trial_timeout: seconds a trial may take before its whole process tree is ended ("timeout"); the device
+            probe has at least PROBE_TIMEOUT.
         launcher: the command that starts the ranks, before `-m parallel.tune.trial ...` (a list, or a string split
             as a shell would); default `python -m torch.distributed.run --standalone --nproc-per-node=N`. For
             several nodes, torchrun's rendezvous arguments.
@@ -148,7 +152,7 @@ def tune(model: str | os.PathLike[str], *, world_size: int, seq_len: int, global
     prefix = shlex.split(launcher) if isinstance(launcher, str) else list(launcher or launch.default_launcher(world_size))
     runner = _Runner(prefix, command, dict(os.environ if env is None else env), out, out / "probe" / "config.json",
                      seq_len, global_batch, trial_timeout, warmup, max_steps, tolerance, cut)
-    probe = _probe(model, seq_len, out / "probe", prefix, runner.env, trial_timeout, say)
+    probe = _probe(model, seq_len, out / "probe", prefix, runner.env, max(trial_timeout, PROBE_TIMEOUT), say)
     runner = replace(runner, reference=probe.get("reference_seconds"))
     history, trials, cost = _layouts(probe, runner, world_size=world_size, gpus_per_node=gpus_per_node,
                                      headroom=headroom, say=say)
