@@ -71,13 +71,9 @@ def state_mesh(hcg: HybridGroup) -> DeviceMesh:
     dims = tuple(d for d in kept if getattr(hcg, f"{d}_size") > 1) or kept[-1:]  # one size-1 dim when nothing splits
     if dims == names:
         return hcg.mesh
-    cached = _STATE_MESH.get("mesh")
-    if cached is None or cached[0] is not hcg.mesh:  # one slice per init (a later init has a mesh of its own)
-        _STATE_MESH["mesh"] = (hcg.mesh, hcg.mesh[dims])
-    return _STATE_MESH["mesh"][1]
-
-
-_STATE_MESH: dict[str, tuple[DeviceMesh, DeviceMesh]] = {}
+    if "state" not in hcg.meshes:  # one slice per init
+        hcg.meshes["state"] = hcg.mesh[dims]
+    return hcg.meshes["state"]
 
 
 def _nest(placements: list[Any], dims: tuple[str, ...], mp_dim: int, hcg: HybridGroup) -> None:

@@ -113,16 +113,11 @@ def data_mesh(hcg: HybridGroup) -> DeviceMesh:
     if order.index("dp") < order.index("sharding"):
         return hcg.mesh["dp", "sharding"]
     # sharding outside dp (Paddle's MoE order): the same groups as a mesh of its own, replicate dim first
-    cached = _DATA_MESH.get("mesh")
-    if cached is None or cached[0] is not hcg.mesh:  # one per init
+    if "data" not in hcg.meshes:  # one per init
         names = tuple(hcg.mesh.mesh_dim_names or ())
-        mesh = mesh_over(hcg.mesh.mesh, names, ("dp", "sharding"), [hcg.dp_group, hcg.sharding_group], hcg.rank,
-                         hcg.mesh.device_type)
-        _DATA_MESH["mesh"] = cached = (hcg.mesh, mesh)
-    return cached[1]
-
-
-_DATA_MESH: dict[str, tuple[DeviceMesh, DeviceMesh]] = {}
+        hcg.meshes["data"] = mesh_over(hcg.mesh.mesh, names, ("dp", "sharding"), [hcg.dp_group, hcg.sharding_group],
+                                       hcg.rank, hcg.mesh.device_type)
+    return hcg.meshes["data"]
 
 
 def sharded_roots(params: list[nn.Parameter]) -> list[FSDPModule]:

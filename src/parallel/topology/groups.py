@@ -109,7 +109,8 @@ def _build(resolved: Resolved, rank: int, world: int, timeout: datetime.timedelt
     mp_rng = seed_streams(resolved, mp_rank=axes["mp"].rank, pp_rank=axes["pp"].rank, pp_size=axes["pp"].size)
     assert pp_p2p.group is not None
     return HybridGroup(resolved=resolved, rank=rank, world_size=world, axes=axes, pp_p2p_group=pp_p2p.group, mesh=mesh,
-                       mp_rng=mp_rng, embedding_group=embedding[0], embedding_ranks=embedding[1], **meshes)
+                       mp_rng=mp_rng, embedding_group=embedding[0], embedding_ranks=embedding[1],
+                       expert_mesh=meshes.get("expert_mesh"), expert_data_mesh=meshes.get("expert_data_mesh"))
 
 
 def _embedding_group(resolved: Resolved, pp_groups: list[list[int]], pp_group: dist.ProcessGroup | None, rank: int,
@@ -250,6 +251,23 @@ def destroy() -> None:
     _STATE.groups.clear()
     _STATE.current = None
     _STATE.owns_default = False
+    _forget_meshes()
+
+
+def _forget_meshes() -> None:
+    """Empty torch's DTensor caches, which key on every DeviceMesh they have seen and so keep it, and the process
+    groups it holds, alive after `destroy`: a gloo group keeps three threads, and a process that inits again and
+    again (a pool of test ranks, a run restarted in place) gathered hundreds, polling a fifth of a core per 300."""
+    from torch.distributed.tensor import _redistribute
+    from torch.distributed.tensor._collective_utils import MeshTopoInfo
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+    from torch.distributed.tensor.debug import _clear_sharding_prop_cache
+
+    _clear_sharding_prop_cache()
+    ShardingPropagator._propagate_tensor_meta_cached.cache_clear()
+    _redistribute._gen_transform_infos.cache_clear()
+    _redistribute.clear_redistribute_planner_cache()
+    MeshTopoInfo.build_from_mesh.cache_clear()
 
 
 # Process groups still referenced at interpreter shutdown can abort the process (NCCL especially).

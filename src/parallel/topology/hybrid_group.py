@@ -92,6 +92,9 @@ class HybridGroup:
     # stage's rank first. None on the other ranks, at pp_degree 1, and where one rank holds both stages (a V).
     embedding_group: dist.ProcessGroup | None = None
     embedding_ranks: tuple[int, ...] = field(default=())
+    # Meshes made from this layout on first use, by what they are for ("state": the checkpoint's, "data": FSDP2's
+    # outside dp): kept here so that they, and the groups they hold, go when this layout does.
+    meshes: dict[str, DeviceMesh] = field(default_factory=dict, repr=False, compare=False)
 
     dp_group = _Part[dist.ProcessGroup]("dp", "group")
     dp_rank = _Part[int]("dp", "rank")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import gc
+import os
 import time
+import weakref
 
+import torch
 import torch.distributed as dist
 
 import parallel
 import strategy
-from rank_helpers import init, make_strategy
+from rank_helpers import init, make_strategy, tiny_llama
 
 
 def layout(dp: int, mp: int) -> dict:
@@ -67,6 +71,27 @@ def destroy_releases_groups() -> bool:
     except RuntimeError:
         return dist.is_initialized()  # the default group was not created by init, so it stays
     return False
+
+
+def destroy_lets_the_meshes_and_their_threads_go() -> dict:
+    """A dp × sharding-stage-3 Llama stepped and gathered whole (torch's DTensor caches then key on its meshes), and
+    dropped: after destroy nothing holds the layout's meshes, and their groups' gloo threads have ended."""
+    threads = len(os.listdir("/proc/self/task"))
+    hcg = init(strategy.loads("hybrid_configs { dp_degree: 2 sharding_degree: 2 sharding_configs { stage: 3 } "
+                              "order: ['sharding', 'dp', 'pp', 'sep', 'mp'] }"))
+    model = parallel.parallelize(tiny_llama(1, vocab=32, seq=8))
+    opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
+    ids = torch.randint(0, 32, (2, 8))
+    model(input_ids=ids, labels=ids).loss.backward()
+    opt.step()
+    whole = parallel.full_state_dict(model)
+    meshes = [weakref.ref(m) for m in (hcg.mesh, *hcg.meshes.values())]
+    held = sorted(hcg.meshes)
+    del model, opt, hcg
+    parallel.destroy()
+    gc.collect()  # (a model with hooks is a reference cycle)
+    return {"gathered": sorted(whole) == sorted(tiny_llama(1, vocab=32, seq=8).state_dict()), "derived": held, "alive": sum(ref() is not None for ref in meshes),
+            "threads": len(os.listdir("/proc/self/task")) - threads}
 
 
 def axes_match_the_resolved_layout(text: str) -> dict:

@@ -76,6 +76,12 @@ def test_destroy_releases_the_groups_and_is_idempotent(pools):
     assert pools(2).run(cases.destroy_releases_groups) == [True, True]
 
 
+def test_destroy_lets_the_meshes_and_their_groups_threads_go_though_dtensor_used_them(pools):
+    for result in pools(4).run(cases.destroy_lets_the_meshes_and_their_threads_go):
+        assert result["gathered"] and result["derived"] == ["data", "state"]
+        assert result["alive"] == 0 and result["threads"] <= 0, result
+
+
 def test_import_parallel_then_exit_without_destroy_is_clean():
     code = "import parallel, strategy; print(parallel.current.__doc__ is not None)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
