@@ -6,6 +6,7 @@ backward's end waits for them, so when `backward()` returns the gradients are th
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -33,6 +34,12 @@ class _Bucket:
         self.work: dist.Work | None = None
         self.flat: torch.Tensor | None = None
         self.started: float | None = None  # perf_counter when its all-reduce was launched (bench/dp.py)
+
+
+def _call(method: weakref.WeakMethod, p: torch.Tensor) -> None:
+    ready = method()
+    if ready is not None:
+        ready(p)
 
 
 class DpBuckets:
@@ -84,7 +91,10 @@ class DpBuckets:
         self._queued = False  # a backward of this update is running, its end will wait for the buckets
         self.backward_started: float | None = None
         self.overlapped = 0  # buckets of the last update started while gradients were still coming (not at the end)
-        self._handles = [p.register_post_accumulate_grad_hook(self._ready) for p in params]
+        # (the hooks hold the buckets weakly: torch keeps a tensor's hooks where Python's collector cannot see, so a
+        # hook holding what holds the parameter would keep the model, its optimizer and its groups alive forever)
+        mine = weakref.WeakMethod(self._ready)
+        self._handles = [p.register_post_accumulate_grad_hook(lambda p: _call(mine, p)) for p in params]
 
     def _ready(self, p: torch.Tensor) -> None:
         if not self._reducing():

@@ -73,25 +73,25 @@ def destroy_releases_groups() -> bool:
     return False
 
 
-def destroy_lets_the_meshes_and_their_threads_go() -> dict:
-    """A dp × sharding-stage-3 Llama stepped and gathered whole (torch's DTensor caches then key on its meshes), and
-    dropped: after destroy nothing holds the layout's meshes, and their groups' gloo threads have ended."""
+def destroy_lets_the_meshes_and_their_threads_go(text: str) -> dict:
+    """A Llama stepped at `text` and gathered whole (torch's DTensor caches then key on its meshes; dp's buckets hook
+    its parameters), then dropped: afterwards nothing holds the model, its optimizer or the layout's meshes, and
+    their groups' gloo threads have ended."""
     threads = len(os.listdir("/proc/self/task"))
-    hcg = init(strategy.loads("hybrid_configs { dp_degree: 2 sharding_degree: 2 sharding_configs { stage: 3 } "
-                              "order: ['sharding', 'dp', 'pp', 'sep', 'mp'] }"))
+    hcg = init(strategy.loads(text))
     model = parallel.parallelize(tiny_llama(1, vocab=32, seq=8))
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
     ids = torch.randint(0, 32, (2, 8))
     model(input_ids=ids, labels=ids).loss.backward()
     opt.step()
     whole = parallel.full_state_dict(model)
-    meshes = [weakref.ref(m) for m in (hcg.mesh, *hcg.meshes.values())]
-    held = sorted(hcg.meshes)
+    held = [weakref.ref(m) for m in (hcg.mesh, *hcg.meshes.values(), model, opt)]
+    result = {"gathered": sorted(whole) == sorted(tiny_llama(1, vocab=32, seq=8).state_dict()),
+              "derived": sorted(hcg.meshes), "buckets": opt.dp_buckets is not None}
     del model, opt, hcg
     parallel.destroy()
     gc.collect()  # (a model with hooks is a reference cycle)
-    return {"gathered": sorted(whole) == sorted(tiny_llama(1, vocab=32, seq=8).state_dict()), "derived": held, "alive": sum(ref() is not None for ref in meshes),
-            "threads": len(os.listdir("/proc/self/task")) - threads}
+    return result | {"alive": sum(ref() is not None for ref in held), "threads": len(os.listdir("/proc/self/task")) - threads}
 
 
 def axes_match_the_resolved_layout(text: str) -> dict:

@@ -76,9 +76,14 @@ def test_destroy_releases_the_groups_and_is_idempotent(pools):
     assert pools(2).run(cases.destroy_releases_groups) == [True, True]
 
 
-def test_destroy_lets_the_meshes_and_their_groups_threads_go_though_dtensor_used_them(pools):
-    for result in pools(4).run(cases.destroy_lets_the_meshes_and_their_threads_go):
-        assert result["gathered"] and result["derived"] == ["data", "state"]
+@pytest.mark.parametrize(("text", "derived", "buckets"), [
+    ("hybrid_configs { dp_degree: 2 sharding_degree: 2 sharding_configs { stage: 3 } "
+     "order: ['sharding', 'dp', 'pp', 'sep', 'mp'] }", ["data", "state"], False),
+    ("hybrid_configs { dp_degree: 2 mp_degree: 2 }", ["state"], True),
+], ids=["sharding-outside-dp", "dp-buckets"])
+def test_a_dropped_model_its_optimizer_and_meshes_are_freed_and_their_group_threads_end(pools, text, derived, buckets):
+    for result in pools(4).run(cases.destroy_lets_the_meshes_and_their_threads_go, text):
+        assert result["gathered"] and result["derived"] == derived and result["buckets"] == buckets
         assert result["alive"] == 0 and result["threads"] <= 0, result
 
 
