@@ -91,7 +91,8 @@ def destroy_lets_the_meshes_and_their_threads_go(text: str) -> dict:
     del model, opt, hcg
     parallel.destroy()
     gc.collect()  # (a model with hooks is a reference cycle)
-    return result | {"alive": sum(ref() is not None for ref in held), "threads": len(os.listdir("/proc/self/task")) - threads}
+    alive = sum(ref() is not None for ref in held)
+    return result | {"alive": alive, "threads": len(os.listdir("/proc/self/task")) - threads}
 
 
 def axes_match_the_resolved_layout(text: str) -> dict:
