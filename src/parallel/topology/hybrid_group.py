@@ -72,6 +72,8 @@ class HybridGroup:
             communicator of its own (NCCL only).
         mesh: the same layout as one DeviceMesh over these very groups, dims named by axis in the strategy's order
             (size-1 dims kept: `mesh["pp"]` always exists), for torch's DTensor-based APIs.
+        meshes: meshes derived from `mesh` when first needed ("state": a checkpoint's, "data": FSDP2's), which go
+            with this group.
     """
 
     resolved: Resolved
