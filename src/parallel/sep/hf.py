@@ -8,6 +8,7 @@ Heads are split by mp first (tensor parallelism) and then by sep, so the model's
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,28 @@ def check_heads(model: nn.Module, hcg: HybridGroup) -> None:
             "(mp × sep) of them; change the degrees", field=FIELD)
 
 
+Attention = Callable[..., tuple[torch.Tensor, None]]
+# Each parallelised model's attention, by its modules, held weakly (an entry goes with its model): transformers finds
+# one function by name for the whole process, and a second model's install must not change the first's attention
+# implementation (eager for a softcap, which sdpa cannot apply) nor its groups.
+_BY_MODULE: weakref.WeakKeyDictionary[nn.Module, Attention] = weakref.WeakKeyDictionary()
+_DISPATCH: dict[str, Attention] = {}
+
+
+def _dispatch(name: str) -> Attention:
+    """The function registered under `name`: the calling module's own model's attention."""
+    def attention(module: nn.Module, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, None]:
+        mine = _BY_MODULE.get(module)
+        if mine is None:
+            raise StrategyError(
+                f"{type(module).__name__} calls the {name!r} attention, which parallelize() sets up for each model it "
+                f"prepares, but this module was not in one (added afterwards, copied, or a config naming {name!r} "
+                "by hand): parallelize the whole model once it is built")
+        return mine(module, *args, **kwargs)
+
+    return attention
+
+
 def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
             kernel: Callable[..., torch.Tensor] = sep_attention,
             own: Callable[..., torch.Tensor] = sep_own_attention, field: str = FIELD) -> None:
@@ -81,7 +104,9 @@ def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
         out = own(module, query, key, value, layer, function, hcg=hcg, dropout=dropout, scaling=scaling, **kwargs)
         return out.contiguous(), None
 
-    AttentionInterface.register(name, attention)
+    for sub in model.modules():
+        _BY_MODULE[sub] = attention
+    AttentionInterface.register(name, _DISPATCH.setdefault(name, _dispatch(name)))
     config = model.config
     config._attn_implementation = name
     for sub in model.modules():  # sub-configs a model may carry (text_config, ...) follow
