@@ -53,3 +53,10 @@ def test_features_are_kept_when_axes_combine_on_4_ranks(pools):
     for arch, text in COMBINED:
         ranks = pools(4).run(zoo_cases.outcome, arch, text, timeout=180)
         assert {r["outcome"] for r in ranks} == {"trains"}, (arch, text, ranks[0])
+
+
+def test_a_second_model_parallelised_in_the_process_leaves_the_first_ones_attention_alone(pools):
+    result = pools(2).run(zoo_cases.two_models_keep_their_own_attention, timeout=180)[0]
+    assert result["implementations"] == ["parallel_sep", "parallel_sep"]
+    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
+    assert result["refused"].startswith("LlamaAttention calls the 'parallel_sep' attention, which parallelize() sets up")

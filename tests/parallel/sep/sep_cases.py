@@ -91,32 +91,3 @@ def split_errors(text: str) -> dict:
         out["unchanged"] = [type(m).__name__ for m in model.modules()] == before and \
             model.config._attn_implementation != "parallel_sep"
     return out
-
-
-def two_models_keep_their_own_attention() -> dict:
-    """Gemma 2 parallelised, then a Llama in the same process: the Gemma 2 still trains as one process. (transformers
-    finds the axis' attention by one name: had the Llama's install replaced Gemma 2's, its layers would run sdpa,
-    which cannot apply their logit softcap, instead of their eager function.) A model that names that attention by
-    hand, never parallelised, is refused at its forward, naming the module."""
-    from hf_models import MOE_EPS, hf_model
-    from rank_helpers import train_beside_one_process
-    from tiny_models import tiny_model
-    from zoo_cases import BATCH, STEPS, rows
-    from zoo_cases import LR as ZOO_LR
-
-    hcg = init(strategy.loads("hybrid_configs { sep_degree: 2 }"))
-    reference = tiny_model("gemma2")
-    model = parallel.parallelize(copy.deepcopy(reference))
-    other = parallel.parallelize(hf_model("llama"))
-    result = train_beside_one_process(hcg, model, reference, rows, rows_per_rank=BATCH // hcg.data_size, lr=ZOO_LR,
-                                      steps=STEPS, clip=None, eps=MOE_EPS, match=False)
-    match_one_process(model, reference)
-    stray = hf_model("llama")
-    stray.config._attn_implementation = model.config._attn_implementation
-    try:
-        stray(input_ids=torch.zeros(1, 4, dtype=torch.long))
-        refused = ""
-    except strategy.StrategyError as e:
-        refused = str(e)
-    return {"implementations": [model.config._attn_implementation, other.config._attn_implementation],
-            "losses": result["losses"], "ref_losses": result["ref_losses"], "refused": refused}

@@ -118,10 +118,3 @@ def test_a_checkpoint_moves_between_sep_degrees_exactly(pools, tmp_path, saved_a
     assert loaded["resharded"] == f"sep {saved_at} -> {loaded_at}"
     assert loaded["full"].keys() == saved.keys()
     assert all(torch.equal(loaded["full"][k], v) for k, v in saved.items())
-
-
-def test_a_second_model_parallelised_in_the_process_leaves_the_first_ones_attention_alone(pools):
-    result = pools(2).run(cases.two_models_keep_their_own_attention, timeout=180)[0]
-    assert result["implementations"] == ["parallel_sep", "parallel_sep"]
-    assert result["losses"] == pytest.approx(result["ref_losses"], rel=1e-5)
-    assert result["refused"].startswith("LlamaAttention calls the 'parallel_sep' attention, which parallelize() sets up")
