@@ -38,7 +38,7 @@ def rank_env(rank: int, world_size: int, port: int) -> dict[str, str]:
     }
 
 
-def _threads() -> int:
+def thread_count() -> int:
     """This process's threads, native ones included (gloo's), where /proc tells; 0 elsewhere."""
     return len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
 
@@ -54,7 +54,7 @@ def _worker(rank: int, world_size: int, port: int, tasks: Any, results: Any) -> 
 
     torch.set_num_threads(1)  # N ranks share 2 cores
     dist.init_process_group("gloo", init_method="env://", timeout=datetime.timedelta(seconds=60))
-    threads = _threads()
+    threads = thread_count()
     while True:
         item = tasks.get()
         if item is None:
@@ -66,7 +66,7 @@ def _worker(rank: int, world_size: int, port: int, tasks: Any, results: Any) -> 
             results.put((rank, False, traceback.format_exc()))
         finally:
             parallel.destroy()
-            if _threads() > threads:  # a task's groups outlived it in a reference cycle: their gloo threads would
+            if thread_count() > threads:  # a task's groups outlived it in a reference cycle: their gloo threads would
                 gc.collect()          # poll on through every later task (300 groups: a fifth of a core)
     dist.destroy_process_group()
 

@@ -104,12 +104,11 @@ def install(model: nn.Module, hcg: HybridGroup, *, name: str = ATTENTION,
         out = own(module, query, key, value, layer, function, hcg=hcg, dropout=dropout, scaling=scaling, **kwargs)
         return out.contiguous(), None
 
-    for sub in model.modules():
-        _BY_MODULE[sub] = attention
     AttentionInterface.register(name, _DISPATCH.setdefault(name, _dispatch(name)))
     config = model.config
     config._attn_implementation = name
-    for sub in model.modules():  # sub-configs a model may carry (text_config, ...) follow
-        config = getattr(sub, "config", None)
+    for sub in model.modules():
+        _BY_MODULE[sub] = attention
+        config = getattr(sub, "config", None)  # sub-configs a model may carry (text_config, ...) follow
         if config is not None and hasattr(config, "_attn_implementation"):
             config._attn_implementation = name

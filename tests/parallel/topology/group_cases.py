@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import os
 import time
 import weakref
 
@@ -12,6 +11,7 @@ import torch.distributed as dist
 
 import parallel
 import strategy
+from distributed import thread_count
 from rank_helpers import init, make_strategy, tiny_llama
 
 
@@ -77,7 +77,7 @@ def destroy_lets_the_meshes_and_their_threads_go(text: str) -> dict:
     """A Llama stepped at `text` and gathered whole (torch's DTensor caches then key on its meshes; dp's buckets hook
     its parameters), then dropped: afterwards nothing holds the model, its optimizer or the layout's meshes, and
     their groups' gloo threads have ended."""
-    threads = len(os.listdir("/proc/self/task"))
+    threads = thread_count()
     hcg = init(strategy.loads(text))
     model = parallel.parallelize(tiny_llama(1, vocab=32, seq=8))
     opt = parallel.HybridParallelOptimizer(torch.optim.AdamW(model.parameters(), lr=1e-3))
@@ -92,7 +92,7 @@ def destroy_lets_the_meshes_and_their_threads_go(text: str) -> dict:
     parallel.destroy()
     gc.collect()  # (a model with hooks is a reference cycle)
     alive = sum(ref() is not None for ref in held)
-    return result | {"alive": alive, "threads": len(os.listdir("/proc/self/task")) - threads}
+    return result | {"alive": alive, "threads": thread_count() - threads}
 
 
 def axes_match_the_resolved_layout(text: str) -> dict:
